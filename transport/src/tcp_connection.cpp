@@ -1,0 +1,488 @@
+#include "tcp_connection.h"
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "control_channel.h"
+#include "handshake.h"
+#include "ramp/log.h"
+
+namespace ramp::transport::detail {
+namespace {
+
+// Posted operations are batched into one send() at the next Poll/Receive/Wait; past this
+// much pending output they go at once.
+constexpr size_t kFlushThreshold = 64 * 1024;
+constexpr size_t kReadChunk = 64 * 1024;
+
+// Copies data into the spans, skipping byte `skip` (the lead indicator, applied last).
+// Returns the address where byte `skip` lands.
+uint8_t* CopyIntoSpans(const std::vector<Span>& spans, const uint8_t* data, size_t skip) {
+  uint8_t* lead = nullptr;
+  size_t at = 0;
+  for (const Span& s : spans) {
+    if (skip >= at && skip < at + s.length) {
+      const size_t k = skip - at;
+      std::memcpy(s.data, data + at, k);
+      std::memcpy(s.data + k + 1, data + at + k + 1, s.length - k - 1);
+      lead = s.data + k;
+    } else {
+      std::memcpy(s.data, data + at, s.length);
+    }
+    at += s.length;
+  }
+  return lead;
+}
+
+}  // namespace
+
+TcpConnection::TcpConnection(const TransportOptions& options, std::shared_ptr<Memory> memory,
+                             UniqueFd sock, std::string peer)
+    : RingConnection(options, std::move(memory)),
+      sock_(std::move(sock)),
+      peer_(std::move(peer)),
+      responder_mode_(options.responder_thread) {}
+
+TcpConnection::~TcpConnection() {
+  Close();
+}
+
+Status TcpConnection::Establish(UniqueFd sock, const std::string& peer, bool server,
+                                const TransportOptions& options, std::shared_ptr<Memory> memory,
+                                std::unique_ptr<Connection>* out) {
+  RAMP_RETURN_IF_ERROR(ValidateOptions(options));
+  std::unique_ptr<TcpConnection> c(
+      new TcpConnection(options, std::move(memory), std::move(sock), peer));
+  ControlChannel channel(c->sock_.get(), peer);
+  HandshakeParams params{Provider::kTcp, options.token,
+                         Deadline::After(options.handshake_timeout_ms), options.wait_hook};
+  RAMP_RETURN_IF_ERROR(server ? ServerHandshake(&channel, params)
+                              : ClientHandshake(&channel, params));
+  RAMP_RETURN_IF_ERROR(c->InitLocal());
+  wire::Setup mine;
+  mine.ring_bytes = c->block_.ring_bytes();
+  mine.max_message_bytes = options.max_message_bytes;
+  mine.block = c->block_.region();
+  wire::Setup theirs;
+  RAMP_RETURN_IF_ERROR(ExchangeSetup(&channel, mine, nullptr, 0, 0, params, &theirs, nullptr));
+  c->peer_block_ = theirs.block;
+  c->AttachPeer(theirs.ring_bytes, theirs.max_message_bytes);
+  // Whatever we may be sent: a frame for our ring, a write or read response of our own
+  // limit, a peer's write of up to its limit (which AttachPeer capped at ours).
+  c->max_payload_ = std::max<size_t>(options.max_message_bytes, options.ring_bytes) + 64;
+  // The peer may already have started the data path behind its SETUP.
+  channel.TakeBuffered(&c->rx_);
+  c->rx_tail_ = c->rx_.size();
+  RAMP_RETURN_IF_ERROR(MakeEventFd(&c->wake_));
+  if (c->responder_mode_) {
+    c->responder_ = std::thread([conn = c.get()] { conn->ResponderMain(); });
+  } else {
+    RAMP_RETURN_IF_ERROR(c->WatchFd(c->sock_.get(), EPOLLIN | EPOLLRDHUP));
+    bool woke = false;
+    c->ProcessBuffered(&woke);
+  }
+  *out = std::move(c);
+  return Status::OK();
+}
+
+// ---- posting --------------------------------------------------------------------------------
+
+Status TcpConnection::Post(bool write, void* local, const RemoteRegion& remote, uint64_t offset,
+                           uint64_t len, uint64_t wr_id, CompletionCallback cb) {
+  RAMP_RETURN_IF_ERROR(AdmitOperation(len, write));
+  const uint64_t id = next_request_++;
+  {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    if (pending_failed_) {
+      // Closed after admission: nothing will answer on this socket.
+      CompleteRemote(wr_id, std::move(cb),
+                     Status::Unavailable("connection to " + peer_ + " closed"));
+      return Status::OK();
+    }
+    pending_.push_back(
+        PendingOp{id, write, static_cast<uint8_t*>(local), len, wr_id, std::move(cb)});
+  }
+  size_t queued;
+  {
+    std::lock_guard<std::mutex> lock(tx_mu_);
+    if (write) {
+      wire::AppendWriteHeader(id, remote, offset, len, &tx_);
+      tx_.insert(tx_.end(), static_cast<uint8_t*>(local), static_cast<uint8_t*>(local) + len);
+    } else {
+      wire::AppendRead(id, remote, offset, len, &tx_);
+    }
+    queued = tx_.size() - tx_head_;
+  }
+  tx_pending_.store(true, std::memory_order_release);
+  if (queued >= kFlushThreshold) FlushTx();
+  return Status::OK();
+}
+
+Status TcpConnection::PostRead(void* local, const RemoteRegion& remote, uint64_t offset,
+                               uint64_t len, uint64_t wr_id) {
+  return Post(false, local, remote, offset, len, wr_id, nullptr);
+}
+
+Status TcpConnection::PostWrite(const void* local, const RemoteRegion& remote, uint64_t offset,
+                                uint64_t len, uint64_t wr_id) {
+  return Post(true, const_cast<void*>(local), remote, offset, len, wr_id, nullptr);
+}
+
+Status TcpConnection::PostRead(void* local, const RemoteRegion& remote, uint64_t offset,
+                               uint64_t len, CompletionCallback done) {
+  return Post(false, local, remote, offset, len, 0, std::move(done));
+}
+
+Status TcpConnection::PostWrite(const void* local, const RemoteRegion& remote, uint64_t offset,
+                                uint64_t len, CompletionCallback done) {
+  return Post(true, const_cast<void*>(local), remote, offset, len, 0, std::move(done));
+}
+
+Status TcpConnection::Expose(const RemoteRegion& local_region) {
+  // Nothing to hand over: the target checks every access itself. Still say early when the
+  // handle is not ours.
+  if (closed()) return Status::Unavailable("connection to " + peer_ + " is closed");
+  RemoteRegion handle;
+  std::vector<SegmentPiece> pieces;
+  RAMP_RETURN_IF_ERROR(memory_->Describe(local_region.id, &handle, &pieces));
+  if (handle.key != local_region.key) {
+    return Status::InvalidArgument("Expose: handle does not match region " +
+                                   std::to_string(local_region.id));
+  }
+  return Status::OK();
+}
+
+// ---- ring writes ----------------------------------------------------------------------------
+
+Status TcpConnection::WriteFrame(uint64_t position, uint64_t size_field, const iovec* body,
+                                 int iovcnt, size_t body_len) {
+  const bool wrap = size_field == ring::kWrapMarker;
+  const size_t bytes = wrap ? ring::kBodyOffset : ring::kBodyOffset + body_len + 1;
+  {
+    std::lock_guard<std::mutex> lock(tx_mu_);
+    wire::AppendFrameHeader(peer_block_, position, bytes, &tx_);
+    const size_t at = tx_.size();
+    tx_.resize(at + bytes);
+    uint8_t* f = tx_.data() + at;
+    ring::EncodeSize(f, size_field);
+    f[ring::kLeadOffset] = ring::kIndicator;
+    if (!wrap) {
+      uint8_t* d = f + ring::kBodyOffset;
+      for (int i = 0; i < iovcnt; i++) {
+        std::memcpy(d, body[i].iov_base, body[i].iov_len);
+        d += body[i].iov_len;
+      }
+      *d = ring::kIndicator;
+    }
+  }
+  tx_pending_.store(true, std::memory_order_release);
+  return Status::OK();
+}
+
+Status TcpConnection::WriteCredits(uint64_t consumed) {
+  {
+    std::lock_guard<std::mutex> lock(tx_mu_);
+    wire::AppendWriteU64(peer_block_, BlockLayout::CreditOffset(peer_ring_bytes_), consumed, &tx_);
+  }
+  tx_pending_.store(true, std::memory_order_release);
+  return Status::OK();
+}
+
+// ---- progress -------------------------------------------------------------------------------
+
+void TcpConnection::FlushTx() {
+  if (!tx_pending_.load(std::memory_order_acquire)) return;
+  std::unique_lock<std::mutex> lock(tx_mu_);
+  while (tx_head_ < tx_.size()) {
+    ssize_t n = send(sock_.get(), tx_.data() + tx_head_, tx_.size() - tx_head_,
+                     MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      tx_head_ += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      // The responder waits for room (POLLOUT) once woken; inline, Arm watches EPOLLOUT.
+      if (responder_mode_) RingEventFd(wake_.get());
+      return;
+    }
+    const int err = n < 0 ? errno : EPIPE;
+    lock.unlock();
+    CloseWith(Status::Unavailable(Status::FromErrno("sending to " + peer_, err).message()));
+    return;
+  }
+  tx_.clear();
+  tx_head_ = 0;
+  if (tx_.capacity() > (64u << 20)) tx_.shrink_to_fit();
+  tx_pending_.store(false, std::memory_order_release);
+}
+
+size_t TcpConnection::UnsentBytes() const {
+  if (!tx_pending_.load(std::memory_order_acquire)) return 0;
+  std::lock_guard<std::mutex> lock(tx_mu_);
+  return tx_.size() - tx_head_;
+}
+
+void TcpConnection::Progress() {
+  if (closed()) return;
+  if (!responder_mode_) ServeInput();
+  FlushTx();
+}
+
+bool TcpConnection::ArmProvider() {
+  if (responder_mode_) return true;
+  // Inline: the socket itself is in the epoll set. Watch for room to send only while
+  // output waits (a writable socket would otherwise wake us at once).
+  const bool want_out = tx_pending_.load(std::memory_order_acquire);
+  if (want_out != watching_out_) {
+    (void)ModifyWatch(sock_.get(), EPOLLIN | EPOLLRDHUP | (want_out ? uint32_t{EPOLLOUT} : 0u));
+    watching_out_ = want_out;
+  }
+  return true;
+}
+
+void TcpConnection::ResponderMain() {
+  bool woke = false;
+  ProcessBuffered(&woke);
+  FlushTx();
+  if (woke) NotifyOwner();
+  while (!stop_.load(std::memory_order_acquire) && !closed()) {
+    pollfd fds[2] = {};
+    fds[0].fd = sock_.get();
+    fds[0].events =
+        static_cast<short>(POLLIN | (tx_pending_.load(std::memory_order_acquire) ? POLLOUT : 0));
+    fds[1].fd = wake_.get();
+    fds[1].events = POLLIN;
+    int n = poll(fds, 2, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      CloseWith(Status::FromErrno("responder poll", errno));
+      break;
+    }
+    if (fds[1].revents != 0) DrainEventFd(wake_.get());
+    if (stop_.load(std::memory_order_acquire)) break;
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) ServeInput();
+    FlushTx();
+  }
+}
+
+// ---- serving the peer -----------------------------------------------------------------------
+
+void TcpConnection::ServeInput() {
+  bool wake = false;
+  // Bounded so that a flooding peer cannot keep an inline owner inside Poll forever.
+  for (int round = 0; round < 16 && !closed(); round++) {
+    if (rx_head_ == rx_tail_) rx_head_ = rx_tail_ = 0;
+    if (rx_.size() - rx_tail_ < kReadChunk) {
+      if (rx_head_ > 0) {
+        std::memmove(rx_.data(), rx_.data() + rx_head_, rx_tail_ - rx_head_);
+        rx_tail_ -= rx_head_;
+        rx_head_ = 0;
+      }
+      if (rx_.size() - rx_tail_ < kReadChunk) rx_.resize(rx_tail_ + kReadChunk);
+    }
+    const size_t room = rx_.size() - rx_tail_;
+    ssize_t n = recv(sock_.get(), rx_.data() + rx_tail_, room, MSG_DONTWAIT);
+    if (n == 0) {
+      CloseWith(Status::Unavailable("peer " + peer_ + " closed the connection"));
+      break;
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      CloseWith(Status::Unavailable(Status::FromErrno("receiving from " + peer_, errno).message()));
+      break;
+    }
+    rx_tail_ += static_cast<size_t>(n);
+    if (!ProcessBuffered(&wake)) break;
+    if (static_cast<size_t>(n) < room) break;  // drained the socket
+  }
+  FlushTx();  // responses
+  if (wake && responder_mode_) NotifyOwner();
+}
+
+bool TcpConnection::ProcessBuffered(bool* wake) {
+  while (rx_tail_ - rx_head_ >= wire::kHeaderBytes) {
+    uint8_t type = 0;
+    uint32_t len = 0;
+    Status s = wire::DecodeHeader(rx_.data() + rx_head_, max_payload_, &type, &len);
+    if (!s.ok()) {
+      CloseWith(s.Annotate("malformed data from " + peer_));
+      return false;
+    }
+    const size_t need = wire::kHeaderBytes + len;
+    if (rx_tail_ - rx_head_ < need) {
+      // Make room for the whole message (bounded by max_payload_).
+      if (rx_.size() - rx_head_ < need) {
+        std::memmove(rx_.data(), rx_.data() + rx_head_, rx_tail_ - rx_head_);
+        rx_tail_ -= rx_head_;
+        rx_head_ = 0;
+        if (rx_.size() < need) rx_.resize(need);
+      }
+      return true;
+    }
+    s = Handle(type, rx_.data() + rx_head_ + wire::kHeaderBytes, len, wake);
+    rx_head_ += need;
+    if (!s.ok()) {
+      CloseWith(s.Annotate("from peer " + peer_));
+      return false;
+    }
+  }
+  return true;
+}
+
+Status TcpConnection::Handle(uint8_t type, const uint8_t* p, size_t n, bool* wake) {
+  wire::Op op;
+  RAMP_RETURN_IF_ERROR(wire::DecodeOp(type, p, n, &op));
+  switch (op.type) {
+    case wire::Type::kRead:
+      return ServeRead(op);
+    case wire::Type::kWrite:
+      return ServeWrite(op);
+    case wire::Type::kFrame:
+      *wake = true;
+      return ApplyFrame(op);
+    case wire::Type::kWriteU64:
+      *wake = true;
+      return ApplyWriteU64(op);
+    case wire::Type::kReadResponse:
+    case wire::Type::kWriteResponse:
+      *wake = true;
+      return Complete(op);
+    default:
+      return Status::Corruption("unexpected message type " + std::to_string(type));
+  }
+}
+
+Status TcpConnection::ServeRead(const wire::Op& op) {
+  std::shared_ptr<const void> pin;
+  Status s;
+  if (op.length > options_.max_message_bytes) {
+    s = Status::TooLarge("read of " + std::to_string(op.length) +
+                         " bytes exceeds max_message_bytes");
+  } else {
+    s = memory_->Resolve(op.target, op.offset, op.length, kAccessRead, &spans_, &pin);
+  }
+  std::lock_guard<std::mutex> lock(tx_mu_);
+  wire::AppendResponseHeader(wire::Type::kReadResponse, op.request_id, s, op.length, &tx_);
+  if (s.ok()) {
+    for (const Span& span : spans_) tx_.insert(tx_.end(), span.data, span.data + span.length);
+  }
+  tx_pending_.store(true, std::memory_order_release);
+  return Status::OK();
+}
+
+Status TcpConnection::ServeWrite(const wire::Op& op) {
+  std::shared_ptr<const void> pin;
+  Status s = memory_->Resolve(op.target, op.offset, op.data_length, kAccessWrite, &spans_, &pin);
+  if (s.ok()) {
+    const uint8_t* d = op.data;
+    for (const Span& span : spans_) {
+      std::memcpy(span.data, d, span.length);
+      d += span.length;
+    }
+    // Later frames and flags of this stream must not be seen before these bytes.
+    std::atomic_thread_fence(std::memory_order_release);
+  }
+  if (op.request_id == 0) {
+    return s.ok() ? s : Status::Corruption("unacknowledged write refused: " + s.message());
+  }
+  std::lock_guard<std::mutex> lock(tx_mu_);
+  wire::AppendResponseHeader(wire::Type::kWriteResponse, op.request_id, s, 0, &tx_);
+  tx_pending_.store(true, std::memory_order_release);
+  return Status::OK();
+}
+
+Status TcpConnection::ApplyFrame(const wire::Op& op) {
+  std::shared_ptr<const void> pin;
+  Status s = memory_->Resolve(op.target, op.offset, op.data_length, kAccessWrite, &spans_, &pin);
+  if (!s.ok()) return Status::Corruption("ring frame refused: " + s.message());
+  uint8_t* lead = CopyIntoSpans(spans_, op.data, ring::kLeadOffset);
+  // The lead indicator last, with release: the receiver that sees it sees the frame.
+  std::atomic_ref<uint8_t>(*lead).store(op.data[ring::kLeadOffset], std::memory_order_release);
+  return Status::OK();
+}
+
+Status TcpConnection::ApplyWriteU64(const wire::Op& op) {
+  std::shared_ptr<const void> pin;
+  Status s = memory_->Resolve(op.target, op.offset, 8, kAccessWrite, &spans_, &pin);
+  if (!s.ok()) return Status::Corruption("credit write refused: " + s.message());
+  if (spans_.size() != 1 || reinterpret_cast<uintptr_t>(spans_[0].data) % 8 != 0) {
+    return Status::Corruption("credit write to a misaligned or split word");
+  }
+  std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(spans_[0].data))
+      .store(op.value, std::memory_order_release);
+  return Status::OK();
+}
+
+Status TcpConnection::Complete(const wire::Op& op) {
+  const bool is_write = op.type == wire::Type::kWriteResponse;
+  PendingOp pending;
+  {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    if (pending_.empty() || pending_.front().request_id != op.request_id ||
+        pending_.front().write != is_write) {
+      return Status::Corruption("response to request " + std::to_string(op.request_id) +
+                                " that is not the next one outstanding");
+    }
+    pending = std::move(pending_.front());
+    pending_.pop_front();
+  }
+  Status result;
+  if (op.code != Status::Code::kOk) {
+    result = Status(op.code,
+                    std::string(is_write ? "write to " : "read from ") + peer_ + ": " + op.reason);
+  } else if (!is_write) {
+    if (op.data_length != pending.len) {
+      return Status::Corruption("read response of " + std::to_string(op.data_length) +
+                                " bytes for a read of " + std::to_string(pending.len));
+    }
+    if (pending.len > 0) std::memcpy(pending.local, op.data, pending.len);
+    Bump(counters_.bytes_read, pending.len);
+  } else {
+    Bump(counters_.bytes_written, pending.len);
+  }
+  if (responder_mode_) {
+    CompleteRemote(pending.wr_id, std::move(pending.cb), std::move(result));
+  } else {
+    CompleteLocal(pending.wr_id, std::move(pending.cb), std::move(result));
+  }
+  return Status::OK();
+}
+
+// ---- closing --------------------------------------------------------------------------------
+
+void TcpConnection::FailPending() {
+  std::deque<PendingOp> failed;
+  {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    pending_failed_ = true;
+    failed.swap(pending_);
+  }
+  for (PendingOp& p : failed) {
+    CompleteRemote(p.wr_id, std::move(p.cb),
+                   Status::Unavailable("connection to " + peer_ + " closed before the " +
+                                       (p.write ? "write" : "read") + " completed"));
+  }
+}
+
+void TcpConnection::OnClose() {
+  FailPending();
+  if (sock_.valid()) shutdown(sock_.get(), SHUT_RDWR);
+  if (wake_.valid()) RingEventFd(wake_.get());
+}
+
+void TcpConnection::Close() {
+  RingConnection::Close();
+  stop_.store(true, std::memory_order_release);
+  if (responder_.joinable()) {
+    if (wake_.valid()) RingEventFd(wake_.get());
+    responder_.join();
+  }
+}
+
+}  // namespace ramp::transport::detail
