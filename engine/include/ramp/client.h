@@ -1,0 +1,216 @@
+// The pg_ramp client library: RAMP-Fast transactions against a cluster of rampd servers.
+//
+// Single-threaded by design: a Client belongs to one thread and never starts threads of its
+// own (it runs inside PostgreSQL backends). Every call that waits polls its connections,
+// calls ClientOptions::wait_hook now and then (a backend checks for query cancel there) and
+// gives up after timeout_ms with a Timeout status. Use one Client per thread.
+//
+// Errors are Status values:
+//   Timeout      the cluster did not answer in time
+//   Unavailable  a server is unreachable or went away (the message names it)
+//   Conflict     a write-write conflict: the caller should retry the transaction
+//   TooLarge     a key, value or batch over the configured limits
+//   Cancelled    the wait hook asked to stop
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ramp/status.h"
+#include "ramp/transport/endpoint.h"
+#include "ramp/types.h"
+
+namespace ramp {
+
+struct ClientOptions {
+  // Seed servers; the cluster's full node list is learned from them.
+  std::vector<transport::Endpoint> seeds;
+  // Provider for get+/get*/put+ connections (rpc always uses tcp). The client connects to
+  // the endpoint of each server that has this provider.
+  transport::Provider provider = transport::Provider::kShm;
+  ReadPath read_path = ReadPath::kGetStar;
+  WritePath write_path = WritePath::kPutPlus;
+  Protocol protocol = Protocol::kRamp;
+  std::string token;  // cluster token
+  int timeout_ms = 10000;
+  int connect_timeout_ms = 5000;
+  size_t ring_bytes = 1u << 20;
+  // Called while waiting; a non-OK status aborts the wait with it.
+  std::function<Status()> wait_hook;
+  // Transactions retried inside Commit when a PREPARE is refused for a stale timestamp.
+  int max_commit_retries = 8;
+  // Limits checked before anything is sent.
+  size_t max_key_bytes = 4096;
+  size_t max_value_bytes = 32u << 20;
+  size_t max_batch_items = 1u << 20;
+  // Debug switch: skips RAMP's second read round. Reads may then be fractured; it exists so
+  // that the read-atomicity checker can prove it catches fractured reads.
+  bool disable_round2 = false;
+  // Debug switch: COMMIT goes to one server first and to the others this many microseconds
+  // later, which widens the window in which a transaction is committed at some partitions
+  // only (fault injection for the read-atomicity checker).
+  int debug_commit_delay_us = 0;
+  // Client id (unique in the cluster; 0 = draw a random one).
+  uint64_t client_id = 0;
+};
+
+// One item of a multi-key read.
+struct ReadItem {
+  KeyspaceId keyspace = 0;
+  std::string_view key;
+  // Optional: the reader already knows (from an index entry's metadata, say) that the
+  // transaction with this timestamp wrote the key; if round 1 returns an older version, the
+  // version with exactly this timestamp is fetched (as RAMP's round 2 would).
+  Timestamp required;
+};
+
+// Grouped keys (secondary indexes): key = EncodeGroupKey(group, suffix). The partition of a
+// grouped key is chosen by its group alone, so every entry of one indexed value lives in one
+// partition and GetGroup reads them with one request.
+std::string EncodeGroupKey(std::string_view group, std::string_view suffix);
+// Splits a grouped key; false when the bytes are not one.
+bool DecodeGroupKey(std::string_view key, std::string_view* group, std::string_view* suffix);
+
+struct GroupEntry {
+  std::string suffix;
+  Timestamp ts;
+  std::string value;
+  // Keys the entry's transaction also wrote (from its metadata), with that timestamp:
+  // a reader following the entry to its row passes them as ReadItem::required.
+  std::vector<std::pair<std::string, KeyspaceId>> siblings;
+};
+
+struct ReadResult {
+  bool found = false;  // false: no committed version (never written, or deleted)
+  Timestamp ts;        // the version read (zero when not found and never written)
+  std::string value;
+};
+
+// Counters of one client, for benchmarks and status.
+struct ClientStats {
+  uint64_t transactions_committed = 0;
+  uint64_t transactions_aborted = 0;
+  uint64_t reads = 0;
+  uint64_t one_sided_reads = 0;       // GET* attempts
+  uint64_t one_sided_hits = 0;        // GET* that returned a valid committed version
+  uint64_t one_sided_fallbacks = 0;   // invalid/stale address, fell back to GET+
+  uint64_t round2_reads = 0;          // items fetched by timestamp in round 2
+  uint64_t read_retries = 0;          // whole reads retried (round-2 miss)
+  uint64_t moved_replies = 0;
+  uint64_t commit_retries = 0;        // PUTs retried with a fresh timestamp
+  uint64_t sleeps = 0;                // waits that slept in epoll
+  uint64_t sleep_timeouts = 0;        // ... and woke by timeout rather than a doorbell
+};
+
+class Client;
+
+// A transaction. Writes are buffered and sent as one RAMP PUT at Commit; reads overlay the
+// buffered writes (read-your-writes). A Transaction must not outlive its Client.
+class Transaction {
+ public:
+  ~Transaction();
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+
+  // One RAMP read of all items (read-atomic: never half of another transaction's writes).
+  Status GetAll(std::span<const ReadItem> items, std::vector<ReadResult>* out);
+  Status Get(KeyspaceId keyspace, std::string_view key, ReadResult* out);
+
+  // Every live (committed, not deleted) entry of a group, overlaid with this transaction's
+  // buffered writes to the group.
+  Status GetGroup(KeyspaceId keyspace, std::string_view group, std::vector<GroupEntry>* out);
+
+  // Buffers a write. expected (optional) is the timestamp of the version this transaction
+  // read: Commit fails with Conflict if the key's latest committed version differs or
+  // another transaction has the key prepared (write-write conflict detection).
+  Status Put(KeyspaceId keyspace, std::string_view key, std::string_view value,
+             const Timestamp* expected = nullptr);
+  Status Delete(KeyspaceId keyspace, std::string_view key, const Timestamp* expected = nullptr);
+
+  // Commits the buffered writes as one RAMP PUT (PREPARE everywhere, then COMMIT
+  // everywhere). On error nothing of the transaction becomes visible.
+  Status Commit(Timestamp* commit_ts = nullptr);
+  // Drops the buffered writes (nothing was sent yet).
+  void Abort();
+
+  size_t buffered_writes() const;
+
+  // Implementation (engine/src/client/transaction_state.h).
+  struct State;
+
+ private:
+  friend class Client;
+  explicit Transaction(Client* client);
+  Client* client_;
+  std::unique_ptr<State> state_;
+};
+
+// What rampctl status and ramp.cluster_status() show for one server.
+struct ServerStatus {
+  uint32_t node = 0;
+  std::string endpoints;  // comma-separated
+  bool reachable = false;
+  std::string error;      // why not reachable
+  uint64_t partitions = 0;
+  uint64_t keys = 0;
+  uint64_t bytes = 0;
+  uint64_t ops = 0;       // requests served since start
+  uint64_t uptime_ms = 0;
+};
+
+// What ramp.partitions() shows for one partition.
+struct PartitionStatus {
+  PartitionId id;
+  uint32_t owner = 0;
+  uint32_t home = 0;
+  uint64_t epoch = 0;
+  uint64_t keys = 0;
+  uint64_t bytes = 0;
+  double ops_per_sec = 0;  // decaying average
+};
+
+class Client {
+ public:
+  static Status Open(const ClientOptions& options, std::unique_ptr<Client>* out);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  std::unique_ptr<Transaction> Begin();
+
+  // Buckets of a keyspace (default kDefaultBuckets) and whether its keys are grouped
+  // (EncodeGroupKey; secondary indexes). Every client must agree.
+  void DefineKeyspace(KeyspaceId keyspace, uint32_t buckets, bool grouped = false);
+  uint32_t BucketsOf(KeyspaceId keyspace) const;
+
+  // Removes every partition of a keyspace on every server.
+  Status DropKeyspace(KeyspaceId keyspace);
+
+  Status ClusterStatus(std::vector<ServerStatus>* out);
+  Status Partitions(std::vector<PartitionStatus>* out);
+
+  uint32_t node_count() const;
+  uint64_t client_id() const;
+  const ClientOptions& options() const;
+  ClientStats stats() const;
+
+  // Implementation (engine/src/client); public so that internal pieces (scans, page I/O)
+  // can reach it without friendship chains.
+  struct Impl;
+  Impl* impl() { return impl_.get(); }
+
+ private:
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Parses "rpc|get+|get*" etc. into options (used by GUCs and command lines).
+Status ParseClientOptions(std::string_view nodes, std::string_view provider,
+                          std::string_view read_path, ClientOptions* out);
+
+}  // namespace ramp

@@ -1,0 +1,496 @@
+// RAMP transactions against a cluster of real rampd processes, over every read/write path.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "common/record.h"
+#include "itest_util.h"
+#include "protocol/messages.h"
+#include "ramp/hlc.h"
+#include "ramp/client.h"
+#include "ramp/transport/transport.h"
+#include "test_cluster.h"
+
+namespace ramp::testing {
+namespace {
+
+using transport::Provider;
+
+constexpr KeyspaceId kKs = 0x5EED;
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    TestClusterOptions o;
+    o.nodes = 3;
+    o.memory_mb = 256;  // the bulk test writes tens of MiB per path
+    Status st = TestCluster::Start(o, &cluster_);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  static void TearDownTestSuite() { cluster_.reset(); }
+
+  std::unique_ptr<Client> Open(Provider p, ReadPath r, WritePath w) {
+    std::unique_ptr<Client> c;
+    Status st = Client::Open(cluster_->ClientOptionsFor(p, r, w), &c);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return c;
+  }
+
+  static std::unique_ptr<TestCluster> cluster_;
+};
+std::unique_ptr<TestCluster> ClusterTest::cluster_;
+
+struct PathCase {
+  Provider provider;
+  ReadPath read;
+  WritePath write;
+  const char* name;
+};
+
+class PathTest : public ClusterTest, public ::testing::WithParamInterface<PathCase> {
+ protected:
+  std::unique_ptr<Client> OpenParam() { return Open(GetParam().provider, GetParam().read, GetParam().write); }
+  // A keyspace per test so that tests do not see each other's keys.
+  KeyspaceId Ks() const {
+    return KeyHash(std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+  }
+};
+
+TEST_P(PathTest, WritesAcrossNodesAreReadBack) {
+  auto c = OpenParam();
+  ASSERT_TRUE(c);
+  const KeyspaceId ks = Ks();
+  std::vector<std::string> keys;
+  auto txn = c->Begin();
+  for (int i = 0; i < 100; i++) {
+    keys.push_back("k" + std::to_string(i));
+    ASSERT_TRUE(txn->Put(ks, keys.back(), "v" + std::to_string(i)).ok());
+  }
+  Timestamp ts;
+  ASSERT_TRUE(txn->Commit(&ts).ok());
+  std::vector<ReadItem> items;
+  for (const auto& k : keys) items.push_back(ReadItem{ks, k, {}});
+  // Twice: the second time GET* reads one-sided from cached addresses.
+  for (int round = 0; round < 2; round++) {
+    std::vector<ReadResult> out;
+    auto r = c->Begin();
+    Status st = r->GetAll(items, &out);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    for (int i = 0; i < 100; i++) {
+      ASSERT_TRUE(out[i].found) << keys[i];
+      EXPECT_EQ(out[i].value, "v" + std::to_string(i));
+      EXPECT_EQ(out[i].ts, ts);
+    }
+  }
+  if (GetParam().read == ReadPath::kGetStar) {
+    EXPECT_GE(c->stats().one_sided_hits, 100u)
+        << "one-sided reads " << c->stats().one_sided_reads << ", fallbacks "
+        << c->stats().one_sided_fallbacks;
+  } else {
+    EXPECT_EQ(c->stats().one_sided_reads, 0u);
+  }
+}
+
+TEST_P(PathTest, OverwriteDeleteAndNeverWritten) {
+  auto c = OpenParam();
+  const KeyspaceId ks = Ks();
+  for (int v = 0; v < 5; v++) {
+    auto t = c->Begin();
+    ASSERT_TRUE(t->Put(ks, "x", "value" + std::to_string(v)).ok());
+    ASSERT_TRUE(t->Commit().ok());
+    ReadResult r;
+    ASSERT_TRUE(c->Begin()->Get(ks, "x", &r).ok());
+    EXPECT_TRUE(r.found);
+    EXPECT_EQ(r.value, "value" + std::to_string(v));
+  }
+  auto t = c->Begin();
+  ASSERT_TRUE(t->Delete(ks, "x").ok());
+  ASSERT_TRUE(t->Commit().ok());
+  ReadResult r;
+  ASSERT_TRUE(c->Begin()->Get(ks, "x", &r).ok());
+  EXPECT_FALSE(r.found);
+  EXPECT_FALSE(r.ts.zero());  // a tombstone still has the version that deleted it
+  ASSERT_TRUE(c->Begin()->Get(ks, "never-written", &r).ok());
+  EXPECT_FALSE(r.found);
+  EXPECT_TRUE(r.ts.zero());
+}
+
+TEST_P(PathTest, ReaderSeesUpdatesFromAnotherClient) {
+  auto reader = OpenParam();
+  auto writer = OpenParam();
+  const KeyspaceId ks = Ks();
+  for (int v = 0; v < 20; v++) {
+    auto t = writer->Begin();
+    ASSERT_TRUE(t->Put(ks, "shared", std::to_string(v)).ok());
+    ASSERT_TRUE(t->Commit().ok());
+    ReadResult r;
+    ASSERT_TRUE(reader->Begin()->Get(ks, "shared", &r).ok());
+    ASSERT_EQ(r.value, std::to_string(v));
+  }
+  if (GetParam().read == ReadPath::kGetStar) {
+    // Each update invalidated the cached address: the valid bit sent the reader to GET+.
+    EXPECT_GT(reader->stats().one_sided_fallbacks, 0u);
+  }
+}
+
+TEST_P(PathTest, WriteWriteConflictAbortsAndLeavesNothing) {
+  auto a = OpenParam();
+  auto b = OpenParam();
+  const KeyspaceId ks = Ks();
+  {
+    auto t = a->Begin();
+    ASSERT_TRUE(t->Put(ks, "acct", "100").ok());
+    ASSERT_TRUE(t->Commit().ok());
+  }
+  auto ta = a->Begin();
+  ReadResult seen;
+  ASSERT_TRUE(ta->Get(ks, "acct", &seen).ok());
+  {
+    auto tb = b->Begin();
+    ASSERT_TRUE(tb->Put(ks, "acct", "200", &seen.ts).ok());
+    ASSERT_TRUE(tb->Commit().ok());
+  }
+  ASSERT_TRUE(ta->Put(ks, "acct", "150", &seen.ts).ok());
+  ASSERT_TRUE(ta->Put(ks, "audit", "a-wrote").ok());
+  Status st = ta->Commit();
+  EXPECT_TRUE(st.Is(Status::Code::kConflict)) << st.ToString();
+  ReadResult r;
+  ASSERT_TRUE(a->Begin()->Get(ks, "acct", &r).ok());
+  EXPECT_EQ(r.value, "200");
+  ASSERT_TRUE(a->Begin()->Get(ks, "audit", &r).ok());
+  EXPECT_FALSE(r.found) << "a conflicting transaction must leave nothing visible";
+}
+
+TEST_P(PathTest, ReadYourOwnWritesAndLargeValues) {
+  auto c = OpenParam();
+  const KeyspaceId ks = Ks();
+  const std::string big(1 << 20, 'z');  // a TOAST-sized value crosses the rings in fragments
+  auto t = c->Begin();
+  ASSERT_TRUE(t->Put(ks, "big", big).ok());
+  ReadResult r;
+  ASSERT_TRUE(t->Get(ks, "big", &r).ok());
+  EXPECT_TRUE(r.found);
+  ASSERT_TRUE(t->Commit().ok());
+  ASSERT_TRUE(c->Begin()->Get(ks, "big", &r).ok());
+  ASSERT_TRUE(r.found);
+  EXPECT_EQ(r.value.size(), big.size());
+  EXPECT_EQ(r.value, big);
+}
+
+// A bulk transaction (a COPY) is larger than one message can carry: the client splits each
+// node's PREPARE and GET into bounded messages, all under one timestamp.
+TEST_P(PathTest, BulkTransactionsSpanManyMessages) {
+  auto c = OpenParam();
+  const KeyspaceId ks = Ks();
+  auto t = c->Begin();
+  const int n = 40000;
+  for (int i = 0; i < n; i++) ASSERT_TRUE(t->Put(ks, "row" + std::to_string(i), std::to_string(i * 7)).ok());
+  const std::string mb(1 << 20, 'm');
+  // 40 MiB over three nodes: more than one PREPARE message per node (8 MiB each).
+  for (int i = 0; i < 40; i++) ASSERT_TRUE(t->Put(ks, "blob" + std::to_string(i), mb).ok());
+  Timestamp ts;
+  Status st = t->Commit(&ts);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  std::vector<std::string> keys;
+  for (int i = 0; i < n; i++) keys.push_back("row" + std::to_string(i));
+  std::vector<ReadItem> items;
+  for (const auto& k : keys) items.push_back(ReadItem{ks, k, {}});
+  std::vector<ReadResult> out;
+  st = c->Begin()->GetAll(items, &out);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  for (int i = 0; i < n; i++) {
+    ASSERT_TRUE(out[i].found) << keys[i];
+    ASSERT_EQ(out[i].value, std::to_string(i * 7));
+    ASSERT_EQ(out[i].ts, ts);
+  }
+  ReadResult r;
+  ASSERT_TRUE(c->Begin()->Get(ks, "blob39", &r).ok());
+  EXPECT_EQ(r.value.size(), mb.size());
+}
+
+TEST_P(PathTest, OversizedKeyIsRefusedClearly) {
+  auto c = OpenParam();
+  auto t = c->Begin();
+  Status st = t->Put(Ks(), std::string(c->options().max_key_bytes + 1, 'k'), "v");
+  EXPECT_TRUE(st.Is(Status::Code::kTooLarge)) << st.ToString();
+  EXPECT_NE(st.message().find("limit"), std::string::npos) << st.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Paths, PathTest,
+    ::testing::Values(PathCase{Provider::kTcp, ReadPath::kRpc, WritePath::kRpc, "rpc"},
+                      PathCase{Provider::kShm, ReadPath::kGetPlus, WritePath::kPutPlus, "getplus"},
+                      PathCase{Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus, "getstar"},
+                      PathCase{Provider::kTcp, ReadPath::kGetStar, WritePath::kRpc,
+                               "getstar_over_tcp"}),
+    [](const ::testing::TestParamInfo<PathCase>& i) { return std::string(i.param.name); });
+
+// A key deleted longer ago than the GC grace is forgotten by its server; a version written
+// by the same transaction on another server still names it in its metadata. A read of both
+// must see the key as deleted (not retry round 2 until it gives up).
+TEST(ForgottenKeyTest, ReadOfAForgottenKeyAndItsLiveSibling) {
+  TestClusterOptions o;
+  o.nodes = 2;
+  o.extra_args = {"--gc-grace-ms", "100"};
+  std::unique_ptr<TestCluster> cluster;
+  Status st = TestCluster::Start(o, &cluster);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  std::unique_ptr<Client> c;
+  ASSERT_TRUE(
+      Client::Open(
+          cluster->ClientOptionsFor(Provider::kTcp, ReadPath::kGetPlus, WritePath::kPutPlus), &c)
+          .ok());
+  const std::string gone = KeyOnNode(kKs, 0, 2, 1);
+  const std::string kept = KeyOnNode(kKs, 1, 2, 2);
+  {
+    auto t = c->Begin();
+    ASSERT_TRUE(t->Put(kKs, gone, "old").ok());
+    ASSERT_TRUE(t->Commit().ok());
+  }
+  {
+    auto t = c->Begin();  // deletes one key and writes the other: siblings
+    ASSERT_TRUE(t->Delete(kKs, gone).ok());
+    ASSERT_TRUE(t->Put(kKs, kept, "new").ok());
+    ASSERT_TRUE(t->Commit().ok());
+  }
+  // Past the grace and at least one GC pass (every second): the tombstone is forgotten.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  const ReadItem items[] = {{kKs, gone, {}}, {kKs, kept, {}}};
+  std::vector<ReadResult> out;
+  st = c->Begin()->GetAll(items, &out);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_FALSE(out[0].found);
+  EXPECT_TRUE(out[1].found);
+  EXPECT_EQ(out[1].value, "new");
+}
+
+TEST_F(ClusterTest, StrictTwoPhaseLockingBaseline) {
+  ClientOptions o = cluster_->ClientOptionsFor(Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  o.protocol = Protocol::kS2pl;
+  std::unique_ptr<Client> a, b;
+  ASSERT_TRUE(Client::Open(o, &a).ok());
+  ASSERT_TRUE(Client::Open(o, &b).ok());
+  {
+    auto t = a->Begin();
+    ASSERT_TRUE(t->Put(kKs, "s2pl", "one").ok());
+    ASSERT_TRUE(t->Commit().ok());
+  }
+  auto ta = a->Begin();
+  ReadResult r;
+  ASSERT_TRUE(ta->Get(kKs, "s2pl", &r).ok());  // shared lock held until commit
+  EXPECT_EQ(r.value, "one");
+  {
+    auto tb = b->Begin();
+    ASSERT_TRUE(tb->Put(kKs, "s2pl", "two").ok());
+    Status st = tb->Commit();
+    EXPECT_TRUE(st.Is(Status::Code::kConflict)) << st.ToString();
+  }
+  ASSERT_TRUE(ta->Commit().ok());  // releases the lock
+  auto tb = b->Begin();
+  ASSERT_TRUE(tb->Put(kKs, "s2pl", "two").ok());
+  ASSERT_TRUE(tb->Commit().ok());
+  ASSERT_TRUE(a->Begin()->Get(kKs, "s2pl", &r).ok());
+  EXPECT_EQ(r.value, "two");
+}
+
+TEST_F(ClusterTest, StatusAndPartitions) {
+  auto c = Open(Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  auto t = c->Begin();
+  for (int i = 0; i < 64; i++) ASSERT_TRUE(t->Put(kKs + 1, "s" + std::to_string(i), "v").ok());
+  ASSERT_TRUE(t->Commit().ok());
+  std::vector<ServerStatus> servers;
+  ASSERT_TRUE(c->ClusterStatus(&servers).ok());
+  ASSERT_EQ(servers.size(), 3u);
+  for (const auto& s : servers) {
+    EXPECT_TRUE(s.reachable) << s.error;
+    EXPECT_GT(s.ops, 0u);
+  }
+  std::vector<PartitionStatus> parts;
+  ASSERT_TRUE(c->Partitions(&parts).ok());
+  uint64_t keys = 0;
+  for (const auto& p : parts) {
+    if (p.id.keyspace != kKs + 1) continue;
+    EXPECT_EQ(p.owner, p.home);  // static placement
+    keys += p.keys;
+  }
+  EXPECT_EQ(keys, 64u);
+}
+
+TEST_F(ClusterTest, WrongTokenIsRefused) {
+  ClientOptions o = cluster_->ClientOptionsFor(Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus);
+  o.token = "not-the-token";
+  std::unique_ptr<Client> c;
+  Status st = Client::Open(o, &c);
+  EXPECT_TRUE(st.Is(Status::Code::kPermissionDenied)) << st.ToString();
+}
+
+// A raw connection speaking the protocol directly, for the bad-input and crash cases.
+class RawPeer {
+ public:
+  Status Connect(const transport::Endpoint& ep, const std::string& token) {
+    transport::TransportOptions t;
+    t.token = token;
+    t.responder_thread = false;
+    return transport::Connect(ep, t, transport::Memory::Create(), &conn_);
+  }
+  Status Send(protocol::Op op, uint32_t count, const std::string& body, uint64_t id) {
+    protocol::Header h;
+    h.op = static_cast<uint16_t>(op);
+    h.count = count;
+    h.request_id = id;
+    std::string msg;
+    protocol::EncodeHeader(h, &msg);
+    msg += body;
+    return conn_->Send(msg.data(), msg.size());
+  }
+  // Waits for the next message; false if the connection closed first.
+  bool Receive(std::string* out) {
+    for (int i = 0; i < 5000; i++) {
+      transport::MessageView m;
+      if (conn_->Receive(&m)) {
+        out->assign(reinterpret_cast<const char*>(m.data), m.size);
+        conn_->Release();
+        return true;
+      }
+      if (conn_->closed()) return false;
+      conn_->Wait(1);
+    }
+    return false;
+  }
+  Status Hello() {
+    protocol::Hello h;
+    h.client_id = 0xBADC0DE;
+    std::string body;
+    protocol::Encode(h, &body);
+    RAMP_RETURN_IF_ERROR(Send(protocol::Op::kHello, 0, body, 1));
+    std::string reply;
+    if (!Receive(&reply)) return Status::Unavailable("no HELLO reply");
+    return Status::OK();
+  }
+  transport::Connection* conn() { return conn_.get(); }
+
+ private:
+  std::unique_ptr<transport::Connection> conn_;
+};
+
+TEST_F(ClusterTest, UnknownOpcodeClosesThatConnectionOnly) {
+  RawPeer raw;
+  ASSERT_TRUE(raw.Connect(cluster_->tcp(0), cluster_->token()).ok());
+  ASSERT_TRUE(raw.Hello().ok());
+  protocol::Header h;
+  h.op = 999;
+  std::string msg;
+  protocol::EncodeHeader(h, &msg);
+  ASSERT_TRUE(raw.conn()->Send(msg.data(), msg.size()).ok());
+  std::string reply;
+  EXPECT_FALSE(raw.Receive(&reply)) << "the server must close a connection sending opcode 999";
+  // Everyone else is still served.
+  auto c = Open(Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  auto t = c->Begin();
+  ASSERT_TRUE(t->Put(kKs, KeyOnNode(kKs, 0, 3), "still-served").ok());
+  EXPECT_TRUE(t->Commit().ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_NE(cluster_->ReadLog(0).find("unknown opcode 999"), std::string::npos);
+}
+
+TEST_F(ClusterTest, MalformedBodyClosesThatConnectionWithReason) {
+  RawPeer raw;
+  ASSERT_TRUE(raw.Connect(cluster_->shm(1), cluster_->token()).ok());
+  ASSERT_TRUE(raw.Hello().ok());
+  // A GET claiming 1000 items in 3 bytes.
+  ASSERT_TRUE(raw.Send(protocol::Op::kGet, 1000, std::string("\0\1\2", 3), 2).ok());
+  std::string reply;
+  EXPECT_FALSE(raw.Receive(&reply));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_NE(cluster_->ReadLog(1).find("malformed GET"), std::string::npos) << cluster_->ReadLog(1);
+}
+
+// A client that dies between PREPARE and COMMIT: its transaction is committed at one
+// partition only. A reader that sees the committed half must also see the other half
+// (round 2 fetches the prepared version by timestamp); nothing is half visible.
+TEST_F(ClusterTest, ClientVanishingBetweenPrepareAndCommitLeavesNothingHalfVisible) {
+  const std::string ka = KeyOnNode(kKs + 2, 0, 3), kb = KeyOnNode(kKs + 2, 1, 3);
+  const PartitionId pa{kKs + 2, BucketOf(ka, kDefaultBuckets)};
+  const PartitionId pb{kKs + 2, BucketOf(kb, kDefaultBuckets)};
+  {
+    auto c = Open(Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus);
+    auto t = c->Begin();
+    ASSERT_TRUE(t->Put(kKs + 2, ka, "old").ok());
+    ASSERT_TRUE(t->Put(kKs + 2, kb, "old").ok());
+    ASSERT_TRUE(t->Commit().ok());
+  }
+  const Timestamp ts{HybridClock::PhysicalNow() + (1 << 20), 0xDEAD};
+  auto prepare = [&](RawPeer& p, const std::string& key, const PartitionId& part,
+                     const std::string& other, const PartitionId& other_part) {
+    record::Metadata md;
+    md.mode = record::Metadata::Mode::kKeys;
+    md.keys.push_back(record::Sibling{kKs + 2, other_part.bucket, other});
+    std::string meta;
+    record::EncodeMetadata(md, &meta);
+    protocol::PrepareRequest req;
+    req.ts = ts;
+    req.items.push_back(protocol::PrepareItem{part, key, "new", 0, {}, meta});
+    std::string body;
+    protocol::Encode(req, &body);
+    ASSERT_TRUE(p.Send(protocol::Op::kPrepare, 1, body, 10).ok());
+    std::string reply;
+    ASSERT_TRUE(p.Receive(&reply));
+    protocol::Header h;
+    ASSERT_TRUE(protocol::DecodeHeader(reply, &h).ok());
+    ASSERT_EQ(h.status, 0);
+  };
+  RawPeer a, b;
+  ASSERT_TRUE(a.Connect(cluster_->tcp(0), cluster_->token()).ok());
+  ASSERT_TRUE(b.Connect(cluster_->tcp(1), cluster_->token()).ok());
+  ASSERT_TRUE(a.Hello().ok());
+  ASSERT_TRUE(b.Hello().ok());
+  prepare(a, ka, pa, kb, pb);
+  prepare(b, kb, pb, ka, pa);
+  protocol::Decision d{ts, {pa}};
+  std::string body;
+  protocol::Encode(d, &body);
+  ASSERT_TRUE(a.Send(protocol::Op::kCommit, 1, body, 11).ok());
+  std::string reply;
+  ASSERT_TRUE(a.Receive(&reply));
+  a.conn()->Close();  // the client vanishes: node 1 never hears COMMIT
+  b.conn()->Close();
+
+  for (auto path : {ReadPath::kGetStar, ReadPath::kGetPlus}) {
+    auto reader = Open(Provider::kShm, path, WritePath::kPutPlus);
+    std::vector<ReadItem> items{{kKs + 2, ka, {}}, {kKs + 2, kb, {}}};
+    std::vector<ReadResult> out;
+    ASSERT_TRUE(reader->Begin()->GetAll(items, &out).ok());
+    EXPECT_EQ(out[0].value, "new");
+    EXPECT_EQ(out[1].value, out[0].value) << "fractured: saw half of a transaction";
+    EXPECT_GT(reader->stats().round2_reads, 0u);
+  }
+}
+
+TEST_F(ClusterTest, KilledServerGivesClearErrorNotHang) {
+  TestClusterOptions o;
+  o.nodes = 2;
+  std::unique_ptr<TestCluster> small;
+  ASSERT_TRUE(TestCluster::Start(o, &small).ok());
+  ClientOptions co = small->ClientOptionsFor(Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  co.timeout_ms = 2000;
+  co.connect_timeout_ms = 1000;
+  std::unique_ptr<Client> c;
+  ASSERT_TRUE(Client::Open(co, &c).ok());
+  const std::string k1 = KeyOnNode(kKs, 1, 2);
+  auto t = c->Begin();
+  ASSERT_TRUE(t->Put(kKs, k1, "v").ok());
+  ASSERT_TRUE(t->Commit().ok());
+  ASSERT_TRUE(small->Kill(1, SIGKILL).ok());
+  ReadResult r;
+  Status st = c->Begin()->Get(kKs, k1, &r);
+  EXPECT_TRUE(st.Is(Status::Code::kUnavailable) || st.Is(Status::Code::kTimeout)) << st.ToString();
+  EXPECT_NE(st.message().find("node 1"), std::string::npos) << st.message();
+  // Node 0 still serves.
+  const std::string k0 = KeyOnNode(kKs, 0, 2);
+  auto t2 = c->Begin();
+  ASSERT_TRUE(t2->Put(kKs, k0, "v0").ok());
+  EXPECT_TRUE(t2->Commit().ok());
+}
+
+}  // namespace
+}  // namespace ramp::testing

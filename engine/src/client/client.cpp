@@ -1,0 +1,344 @@
+// Client set-up, routing (buckets, directory cache) and administration calls.
+#include "ramp/client.h"
+
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "client/client_impl.h"
+#include "ramp/log.h"
+#include "ramp/transport/auth.h"
+
+namespace ramp {
+
+using protocol::Op;
+
+std::string AddressKey(KeyspaceId keyspace, std::string_view key) {
+  std::string k(8 + key.size(), '\0');
+  std::memcpy(k.data(), &keyspace, 8);
+  std::memcpy(k.data() + 8, key.data(), key.size());
+  return k;
+}
+
+std::string EncodeGroupKey(std::string_view group, std::string_view suffix) {
+  std::string k;
+  k.reserve(2 + group.size() + suffix.size());
+  k.push_back(static_cast<char>((group.size() >> 8) & 0xff));
+  k.push_back(static_cast<char>(group.size() & 0xff));
+  k.append(group);
+  k.append(suffix);
+  return k;
+}
+
+bool DecodeGroupKey(std::string_view key, std::string_view* group, std::string_view* suffix) {
+  if (key.size() < 2) return false;
+  const size_t n = (static_cast<uint8_t>(key[0]) << 8) | static_cast<uint8_t>(key[1]);
+  if (key.size() < 2 + n) return false;
+  *group = key.substr(2, n);
+  *suffix = key.substr(2 + n);
+  return true;
+}
+
+// ---- set-up ------------------------------------------------------------------------------
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+Status Client::Open(const ClientOptions& options, std::unique_ptr<Client>* out) {
+  if (options.seeds.empty()) {
+    return Status::InvalidArgument("no ramp server given (set ramp.nodes / --nodes)");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->client_id = options.client_id != 0 ? options.client_id : (transport::RandomU64() | 1);
+  impl->memory = transport::Memory::Create();
+  impl->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  if (impl->epoll_fd < 0) return Status::FromErrno("epoll_create1", errno);
+  RAMP_RETURN_IF_ERROR(impl->Bootstrap());
+  out->reset(new Client(std::move(impl)));
+  return Status::OK();
+}
+
+namespace {
+void SetChannels(Node* node, const std::vector<transport::Endpoint>& eps,
+                 transport::Provider preferred) {
+  for (const auto& ep : eps) {
+    if (ep.provider == transport::Provider::kTcp && !node->channels[0].has_endpoint) {
+      node->channels[0].endpoint = ep;
+      node->channels[0].has_endpoint = true;
+    }
+    if (ep.provider == preferred && preferred != transport::Provider::kTcp &&
+        !node->channels[1].has_endpoint) {
+      node->channels[1].endpoint = ep;
+      node->channels[1].has_endpoint = true;
+    }
+  }
+}
+}  // namespace
+
+Status Client::Impl::Bootstrap() {
+  std::string errors;
+  Status refused;  // a server that rejected our token: say so rather than "unreachable"
+  for (const auto& seed : options.seeds) {
+    // A provisional single-node table so that Connect/Call work before the cluster is known.
+    nodes.clear();
+    nodes.emplace_back();
+    nodes[0].endpoints = seed.ToString();
+    const ChannelKind kind =
+        seed.provider == transport::Provider::kTcp ? ChannelKind::kRpc : ChannelKind::kFast;
+    Channel& ch = nodes[0].channels[static_cast<int>(kind)];
+    ch.endpoint = seed;
+    ch.has_endpoint = true;
+    // The seed's own index is unknown until it answers: accept whatever it says once.
+    transport::TransportOptions t;
+    t.token = options.token;
+    t.ring_bytes = options.ring_bytes;
+    t.connect_timeout_ms = options.connect_timeout_ms;
+    t.handshake_timeout_ms = options.connect_timeout_ms;
+    t.responder_thread = false;
+    t.wait_hook = options.wait_hook;
+    std::unique_ptr<transport::Connection> conn;
+    Status st = transport::Connect(seed, t, memory, &conn);
+    if (!st.ok()) {
+      if (st.Is(Status::Code::kCancelled)) return st;
+      if (st.Is(Status::Code::kPermissionDenied) && refused.ok()) refused = st;
+      errors += (errors.empty() ? "" : "; ") + seed.ToString() + ": " + st.message();
+      continue;
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = static_cast<uint64_t>(kind);
+    epoll_ctl(epoll_fd, EPOLL_CTL_ADD, conn->wait_fd(), &ev);
+    ch.conn = std::move(conn);
+    protocol::Hello hello;
+    hello.client_id = client_id;
+    std::string body;
+    protocol::Encode(hello, &body);
+    PendingCall reply;
+    st = CallAndWait(0, kind, Op::kHello, 0, body, &reply);
+    protocol::HelloReply hr;
+    if (st.ok()) st = protocol::Decode(reply.body(), &hr);
+    if (!st.ok()) {
+      if (ch.conn) {
+        epoll_ctl(epoll_fd, EPOLL_CTL_DEL, ch.conn->wait_fd(), nullptr);
+        ch.conn->Close();
+      }
+      if (st.Is(Status::Code::kPermissionDenied) || st.Is(Status::Code::kCancelled)) return st;
+      errors += (errors.empty() ? "" : "; ") + seed.ToString() + ": " + st.message();
+      continue;
+    }
+    // The cluster as the seed knows it.
+    std::vector<Node> cluster(hr.node_count);
+    for (uint32_t i = 0; i < hr.node_count; i++) {
+      cluster[i].index = i;
+      cluster[i].endpoints = hr.nodes[i];
+      std::vector<transport::Endpoint> eps;
+      Status ps = transport::ParseEndpointList(hr.nodes[i], &eps);
+      if (!ps.ok()) return ps.Annotate("cluster node list from " + seed.ToString());
+      SetChannels(&cluster[i], eps, options.provider);
+    }
+    // Keep the seed connection as node hr.node's channel of the seed's kind.
+    Channel& mine = cluster[hr.node].channels[static_cast<int>(kind)];
+    epoll_ctl(epoll_fd, EPOLL_CTL_DEL, ch.conn->wait_fd(), nullptr);
+    mine.conn = std::move(ch.conn);
+    mine.hello = hr;
+    mine.endpoint = seed;
+    mine.has_endpoint = true;
+    ev.data.u64 = (static_cast<uint64_t>(hr.node) << 1) | static_cast<uint64_t>(kind);
+    epoll_ctl(epoll_fd, EPOLL_CTL_ADD, mine.conn->wait_fd(), &ev);
+    nodes = std::move(cluster);
+    default_buckets = hr.default_buckets;
+    return Status::OK();
+  }
+  nodes.clear();
+  if (!refused.ok()) {
+    return Status::PermissionDenied("the ramp servers refused this client's cluster token (" +
+                                    errors + ")");
+  }
+  return Status::Unavailable("cannot reach any ramp server (" + errors + ")");
+}
+
+// ---- routing -----------------------------------------------------------------------------
+
+uint32_t Client::Impl::BucketOf(KeyspaceId keyspace, std::string_view key) const {
+  KeyspaceDef def{default_buckets, false};
+  if (auto it = keyspaces.find(keyspace); it != keyspaces.end()) def = it->second;
+  if (def.grouped) {
+    std::string_view group, suffix;
+    if (DecodeGroupKey(key, &group, &suffix)) return ramp::BucketOf(group, def.buckets);
+  }
+  return ramp::BucketOf(key, def.buckets);
+}
+
+uint32_t Client::Impl::OwnerOf(const PartitionId& p) const {
+  auto it = placements.find(p);
+  return it != placements.end() ? it->second.owner : HomeOf(p, static_cast<uint32_t>(nodes.size()));
+}
+
+void Client::Impl::NoteMoved(const PartitionId& p, uint32_t owner, uint64_t epoch) {
+  stats.moved_replies++;
+  auto& c = placements[p];
+  if (epoch >= c.epoch && owner < nodes.size()) {
+    c.owner = owner;
+    c.epoch = epoch;
+  }
+}
+
+Status Client::Impl::ResolveOwners(std::span<const PartitionId> parts) {
+  // Partitions not cached yet, grouped by their home.
+  std::map<uint32_t, std::vector<PartitionId>> by_home;
+  const uint32_t n = static_cast<uint32_t>(nodes.size());
+  for (const auto& p : parts) {
+    if (placements.count(p)) continue;
+    auto& v = by_home[HomeOf(p, n)];
+    if (std::find(v.begin(), v.end(), p) == v.end()) v.push_back(p);
+  }
+  if (by_home.empty()) return Status::OK();
+  std::vector<std::pair<uint64_t, std::vector<PartitionId>*>> sent;
+  std::vector<uint64_t> ids;
+  for (auto& [home, list] : by_home) {
+    protocol::LookupRequest req{list};
+    std::string body;
+    protocol::Encode(req, &body);
+    uint64_t id = 0;
+    Status st = Call(home, ReadChannel(), Op::kLookup, static_cast<uint32_t>(list.size()), body, &id);
+    if (!st.ok()) {
+      for (uint64_t i : ids) calls.erase(i);
+      return st;
+    }
+    ids.push_back(id);
+    sent.emplace_back(id, &list);
+  }
+  RAMP_RETURN_IF_ERROR(Wait(ids));
+  Status result;
+  for (auto& [id, list] : sent) {
+    PendingCall reply;
+    Status st = TakeReply(id, &reply);
+    protocol::LookupReply lr;
+    if (st.ok()) st = protocol::Decode(reply.body(), reply.header.count, &lr);
+    if (st.ok() && lr.placements.size() != list->size()) {
+      st = Status::Corruption("LOOKUP reply with the wrong number of placements");
+    }
+    if (!st.ok()) {
+      if (result.ok()) result = st;
+      continue;
+    }
+    for (size_t i = 0; i < list->size(); i++) {
+      const auto& pl = lr.placements[i];
+      if (pl.owner >= n) return Status::Corruption("LOOKUP names node " + std::to_string(pl.owner));
+      placements[(*list)[i]] = CachedPlacement{pl.owner, pl.epoch};
+    }
+  }
+  return result;
+}
+
+// ---- public surface ----------------------------------------------------------------------
+
+void Client::DefineKeyspace(KeyspaceId keyspace, uint32_t buckets, bool grouped) {
+  impl_->keyspaces[keyspace] = KeyspaceDef{buckets == 0 ? impl_->default_buckets : buckets, grouped};
+}
+
+uint32_t Client::BucketsOf(KeyspaceId keyspace) const {
+  auto it = impl_->keyspaces.find(keyspace);
+  return it != impl_->keyspaces.end() ? it->second.buckets : impl_->default_buckets;
+}
+
+uint32_t Client::node_count() const { return static_cast<uint32_t>(impl_->nodes.size()); }
+uint64_t Client::client_id() const { return impl_->client_id; }
+const ClientOptions& Client::options() const { return impl_->options; }
+ClientStats Client::stats() const { return impl_->stats; }
+
+Status Client::DropKeyspace(KeyspaceId keyspace) {
+  protocol::DropKeyspaceRequest req{keyspace};
+  std::string body;
+  protocol::Encode(req, &body);
+  std::vector<uint64_t> ids;
+  for (uint32_t n = 0; n < impl_->nodes.size(); n++) {
+    uint64_t id = 0;
+    Status st = impl_->Call(n, impl_->WriteChannel(), Op::kDropKeyspace, 0, body, &id);
+    if (!st.ok()) {
+      for (uint64_t i : ids) impl_->calls.erase(i);
+      return st;
+    }
+    ids.push_back(id);
+  }
+  RAMP_RETURN_IF_ERROR(impl_->Wait(ids));
+  Status result;
+  for (uint64_t id : ids) {
+    PendingCall reply;
+    Status st = impl_->TakeReply(id, &reply);
+    if (!st.ok() && result.ok()) result = st;
+  }
+  // Cached addresses of the keyspace now point at dropped records; they fail verification
+  // and fall back, so nothing to clean here.
+  return result;
+}
+
+Status Client::ClusterStatus(std::vector<ServerStatus>* out) {
+  out->clear();
+  for (uint32_t n = 0; n < impl_->nodes.size(); n++) {
+    ServerStatus s;
+    s.node = n;
+    s.endpoints = impl_->nodes[n].endpoints;
+    PendingCall reply;
+    Status st = impl_->CallAndWait(n, impl_->ReadChannel(), Op::kStatus, 0, {}, &reply);
+    protocol::StatusReply sr;
+    if (st.ok()) st = protocol::Decode(reply.body(), &sr);
+    if (st.Is(Status::Code::kCancelled)) return st;
+    if (st.ok()) {
+      s.reachable = true;
+      s.partitions = sr.partitions;
+      s.keys = sr.keys;
+      s.bytes = sr.bytes;
+      s.ops = sr.ops;
+      s.uptime_ms = sr.uptime_ms;
+    } else {
+      s.error = st.ToString();
+    }
+    out->push_back(std::move(s));
+  }
+  return Status::OK();
+}
+
+Status Client::Partitions(std::vector<PartitionStatus>* out) {
+  out->clear();
+  const uint32_t count = static_cast<uint32_t>(impl_->nodes.size());
+  for (uint32_t n = 0; n < count; n++) {
+    PendingCall reply;
+    Status st = impl_->CallAndWait(n, impl_->ReadChannel(), Op::kPartitions, 0, {}, &reply);
+    std::vector<protocol::PartitionInfo> infos;
+    if (st.ok()) st = protocol::Decode(reply.body(), reply.header.count, &infos);
+    if (!st.ok()) return st.Annotate(impl_->NodeName(n));
+    for (const auto& p : infos) {
+      // A partition is listed by its owner only (a server may keep a copy it gave away).
+      if (p.owner != n) continue;
+      PartitionStatus ps;
+      ps.id = p.id;
+      ps.owner = p.owner;
+      ps.home = HomeOf(p.id, count);
+      ps.epoch = p.epoch;
+      ps.keys = p.keys;
+      ps.bytes = p.bytes;
+      ps.ops_per_sec = p.ops_per_sec;
+      out->push_back(ps);
+    }
+  }
+  return Status::OK();
+}
+
+Status ParseClientOptions(std::string_view nodes, std::string_view provider,
+                          std::string_view read_path, ClientOptions* out) {
+  RAMP_RETURN_IF_ERROR(transport::ParseEndpointList(nodes, &out->seeds));
+  if (out->seeds.empty()) return Status::InvalidArgument("no ramp server endpoint given");
+  if (!provider.empty()) RAMP_RETURN_IF_ERROR(transport::ParseProvider(provider, &out->provider));
+  if (!read_path.empty() && !ParseReadPath(read_path, &out->read_path)) {
+    return Status::InvalidArgument("unknown read path '" + std::string(read_path) +
+                                   "' (rpc, get+ or get*)");
+  }
+  return Status::OK();
+}
+
+}  // namespace ramp

@@ -1,0 +1,135 @@
+// Internals of the client library. Single-threaded: everything here belongs to the thread
+// that owns the Client.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "protocol/messages.h"
+#include "ramp/client.h"
+#include "ramp/hlc.h"
+#include "ramp/transport/transport.h"
+
+namespace ramp {
+
+// Which connection of a node a request uses: rpc always goes over tcp (the socket
+// baseline); fast uses the preferred provider (shm, verbs) and carries GET+, GET*, PUT+.
+enum class ChannelKind : uint8_t { kRpc = 0, kFast = 1 };
+
+struct Channel {
+  transport::Provider provider = transport::Provider::kTcp;
+  transport::Endpoint endpoint;
+  bool has_endpoint = false;
+  std::unique_ptr<transport::Connection> conn;
+  protocol::HelloReply hello;  // valid once conn is set
+  Status last_error;           // why the last connect failed (for messages)
+};
+
+struct Node {
+  uint32_t index = 0;
+  std::string endpoints;  // as the cluster lists them
+  Channel channels[2];
+};
+
+// The placement a client has cached for a partition.
+struct CachedPlacement {
+  uint32_t owner = 0;
+  uint64_t epoch = 0;
+};
+
+// Where GET* finds a key's committed version (paper 000's address cache).
+struct CachedAddress {
+  uint32_t node = 0;
+  uint64_t instance = 0;  // the server's instance: a restart invalidates the address
+  protocol::Address address;
+};
+
+struct KeyspaceDef {
+  uint32_t buckets = kDefaultBuckets;
+  bool grouped = false;
+};
+
+// A request in flight and, once it arrived, its reply.
+struct PendingCall {
+  uint32_t node = 0;
+  ChannelKind channel = ChannelKind::kFast;
+  bool done = false;
+  Status transport_error;   // the connection failed before a reply came
+  protocol::Header header;  // of the reply
+  std::string reply;        // whole reply message (header included)
+  std::string_view body() const { return std::string_view(reply).substr(protocol::kHeaderBytes); }
+};
+
+struct Client::Impl {
+  ClientOptions options;
+  std::shared_ptr<transport::Memory> memory;
+  HybridClock clock;
+  uint64_t client_id = 0;
+  uint32_t default_buckets = kDefaultBuckets;
+  std::vector<Node> nodes;
+  std::unordered_map<PartitionId, CachedPlacement, PartitionIdHash> placements;
+  std::unordered_map<std::string, CachedAddress> addresses;  // AddressKey(keyspace, key)
+  std::unordered_map<KeyspaceId, KeyspaceDef> keyspaces;
+  std::unordered_map<uint64_t, PendingCall> calls;
+  uint64_t next_request = 1;
+  uint64_t next_txn = 1;
+  ClientStats stats;
+  int epoll_fd = -1;
+
+  ~Impl();
+
+  // ---- set-up and routing -------------------------------------------------------------
+  Status Bootstrap();
+  uint32_t BucketOf(KeyspaceId keyspace, std::string_view key) const;
+  PartitionId PartitionOf(KeyspaceId keyspace, std::string_view key) const {
+    return PartitionId{keyspace, BucketOf(keyspace, key)};
+  }
+  // Owners of partitions: cached, or asked of their homes (one LOOKUP per home).
+  Status ResolveOwners(std::span<const PartitionId> parts);
+  uint32_t OwnerOf(const PartitionId& p) const;
+  void NoteMoved(const PartitionId& p, uint32_t owner, uint64_t epoch);
+  ChannelKind ReadChannel() const;
+  ChannelKind WriteChannel() const;
+  // The channel a request of this kind really uses on a node: the fast channel is the rpc
+  // one when the node has no endpoint of the preferred provider.
+  ChannelKind Effective(uint32_t node, ChannelKind kind) const;
+  // The channel's connection to a node, connecting (and saying HELLO) when needed.
+  Status Connected(uint32_t node, ChannelKind kind, Channel** out);
+
+  // ---- requests -------------------------------------------------------------------------
+  // Sends a request; the reply is collected by Wait into calls[id].
+  Status Call(uint32_t node, ChannelKind kind, protocol::Op op, uint32_t count,
+              std::string_view body, uint64_t* id);
+  // Waits until every listed call is done or the deadline passes. One-sided reads posted on
+  // the same connections complete meanwhile. On error the listed calls are forgotten.
+  Status Wait(std::span<const uint64_t> ids);
+  // Waits until no one-sided operation is outstanding on the listed nodes' fast channels.
+  Status WaitOneSided(std::span<const uint32_t> nodes);
+  // The reply of a finished call, removed from the table; errors become Status.
+  Status TakeReply(uint64_t id, PendingCall* out);
+  // Sends and waits for one request.
+  Status CallAndWait(uint32_t node, ChannelKind kind, protocol::Op op, uint32_t count,
+                     std::string_view body, PendingCall* out);
+
+  std::chrono::steady_clock::time_point Deadline() const {
+    return std::chrono::steady_clock::now() + std::chrono::milliseconds(options.timeout_ms);
+  }
+  std::string NodeName(uint32_t node) const;
+
+ private:
+  Status WaitLoop(std::span<const uint64_t> ids);
+  Status Progress(Channel& ch, uint32_t node, bool* did);
+  Status Sleep(int timeout_ms);
+  Status Connect(uint32_t node, ChannelKind kind);
+  void Fail(uint32_t node, ChannelKind kind, const Status& why);
+};
+
+std::string AddressKey(KeyspaceId keyspace, std::string_view key);
+
+}  // namespace ramp

@@ -1,0 +1,346 @@
+// RAMP-Fast GET (paper 000 Algorithm 3; Bailis et al. 2014): round 1 reads each key's latest
+// committed version — one-sided at a cached address (GET*) where possible, otherwise by
+// request (GET+ / rpc), which also returns the address; the metadata of what came back says
+// which version each key must at least have; round 2 fetches exactly those versions.
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include "client/transaction_state.h"
+#include "ramp/log.h"
+
+namespace ramp {
+namespace {
+
+using protocol::ItemStatus;
+using protocol::Op;
+
+constexpr int kMaxMoves = 4;
+constexpr size_t kMaxItemsPerMessage = 8192;
+constexpr int kMaxReadRetries = 5;
+
+// Takes a GET reply's item into the slot.
+void Accept(ReadSlot& s, const protocol::GetResult& r) {
+  s.have = true;
+  s.ts = r.ts;
+  if (r.status == ItemStatus::kOk) {
+    s.tombstone = (r.flags & record::kRecordTombstone) != 0;
+    s.value.assign(r.value);
+    s.metadata.assign(r.metadata);
+  } else {
+    s.tombstone = true;  // never written (ts zero) or nothing at that timestamp
+    s.value.clear();
+    s.metadata.clear();
+  }
+}
+
+// Checks a record copied one-sided: it must be the committed version of exactly this key
+// (a stale address may point at reused memory).
+bool AcceptOneSided(ReadSlot& s) {
+  if (!s.one_sided_status.ok()) return false;
+  record::RecordView v;
+  if (!record::DecodeRecord(reinterpret_cast<const uint8_t*>(s.record.data()), s.record.size(), &v)
+           .ok()) {
+    return false;
+  }
+  if (v.kind != record::kKindVersion || !v.valid() || v.keyspace != s.part.keyspace ||
+      v.bucket != s.part.bucket || v.key != s.key) {
+    return false;
+  }
+  s.have = true;
+  s.ts = v.ts;
+  s.tombstone = v.tombstone();
+  s.value.assign(v.value);
+  s.metadata.assign(v.metadata);
+  return true;
+}
+
+// Round 1 for GET*: post one-sided reads for slots whose address is cached.
+Status PostOneSided(Client::Impl& c, std::vector<ReadSlot>& slots, std::vector<size_t>& todo,
+                    std::vector<uint32_t>* nodes) {
+  for (size_t i : todo) {
+    ReadSlot& s = slots[i];
+    s.one_sided = false;
+    auto it = c.addresses.find(AddressKey(s.keyspace, s.key));
+    if (it == c.addresses.end()) continue;
+    const uint32_t owner = c.OwnerOf(s.part);
+    const CachedAddress& a = it->second;
+    Channel* ch = nullptr;
+    if (a.node != owner || !c.Connected(owner, ChannelKind::kFast, &ch).ok() ||
+        ch->hello.instance != a.instance) {
+      c.addresses.erase(it);
+      continue;
+    }
+    s.record.resize(a.address.length);
+    s.one_sided = true;
+    s.one_sided_done = false;
+    ReadSlot* sp = &s;
+    Status st = ch->conn->PostRead(s.record.data(), ch->hello.arena, a.address.offset,
+                                   a.address.length, [sp](const Status& done) {
+                                     sp->one_sided_done = true;
+                                     sp->one_sided_status = done;
+                                   });
+    if (!st.ok()) {
+      s.one_sided = false;  // Busy or a closed connection: the GET+ fallback handles it
+      continue;
+    }
+    c.stats.one_sided_reads++;
+    if (std::find(nodes->begin(), nodes->end(), owner) == nodes->end()) nodes->push_back(owner);
+  }
+  return Status::OK();
+}
+
+// Sends GET requests for the listed slots (grouped by owner) and takes the replies.
+// Slots whose partition moved stay without a version (the caller retries them).
+// at_ts: per slot, the timestamp to read (zero: latest committed).
+Status GetByRequest(Client::Impl& c, std::vector<ReadSlot>& slots, const std::vector<size_t>& todo,
+                    const std::vector<Timestamp>& at_ts, bool want_address,
+                    std::vector<ItemStatus>* statuses) {
+  // Per node, in batches of bounded size (a large read is several pipelined messages).
+  std::vector<std::pair<uint32_t, std::vector<size_t>>> by_node;
+  {
+    std::map<uint32_t, size_t> open;
+    for (size_t k = 0; k < todo.size(); k++) {
+      const uint32_t node = c.OwnerOf(slots[todo[k]].part);
+      auto it = open.find(node);
+      if (it == open.end() || by_node[it->second].second.size() >= kMaxItemsPerMessage) {
+        open[node] = by_node.size();
+        by_node.emplace_back(node, std::vector<size_t>());
+      }
+      by_node[open[node]].second.push_back(k);
+    }
+  }
+  std::vector<uint64_t> ids;
+  std::vector<std::pair<uint32_t, std::vector<size_t>*>> sent;
+  std::string body;
+  for (auto& [node, ks] : by_node) {
+    protocol::GetRequest req;
+    req.flags = want_address ? protocol::kGetWantAddress : 0;
+    req.items.reserve(ks.size());
+    for (size_t k : ks) {
+      const ReadSlot& s = slots[todo[k]];
+      req.items.push_back(protocol::GetItem{s.part, s.key, at_ts[k]});
+    }
+    body.clear();
+    protocol::Encode(req, &body);
+    uint64_t id = 0;
+    Status st = c.Call(node, c.ReadChannel(), Op::kGet, static_cast<uint32_t>(ks.size()), body, &id);
+    if (!st.ok()) {
+      for (uint64_t i : ids) c.calls.erase(i);
+      return st;
+    }
+    ids.push_back(id);
+    sent.emplace_back(node, &ks);
+  }
+  RAMP_RETURN_IF_ERROR(c.Wait(ids));
+  statuses->assign(todo.size(), ItemStatus::kError);
+  Status result;
+  for (size_t n = 0; n < ids.size(); n++) {
+    PendingCall reply;
+    Status st = c.TakeReply(ids[n], &reply);
+    protocol::GetReply gr;
+    if (st.ok()) st = protocol::Decode(reply.body(), reply.header.count, &gr);
+    const auto& ks = *sent[n].second;
+    if (st.ok() && gr.results.size() != ks.size()) {
+      st = Status::Corruption("GET reply with " + std::to_string(gr.results.size()) +
+                              " results for " + std::to_string(ks.size()) + " items");
+    }
+    if (!st.ok()) {
+      if (result.ok()) result = st.Annotate(c.NodeName(sent[n].first));
+      continue;
+    }
+    Channel* ch = nullptr;
+    const bool fast = want_address && c.Connected(sent[n].first, ChannelKind::kFast, &ch).ok();
+    for (size_t j = 0; j < ks.size(); j++) {
+      const size_t k = ks[j];
+      ReadSlot& s = slots[todo[k]];
+      const auto& r = gr.results[j];
+      (*statuses)[k] = r.status;
+      switch (r.status) {
+        case ItemStatus::kOk:
+        case ItemStatus::kNotFound:
+          Accept(s, r);
+          if (fast && r.status == ItemStatus::kOk && r.address.valid()) {
+            c.addresses[AddressKey(s.keyspace, s.key)] =
+                CachedAddress{sent[n].first, ch->hello.instance, r.address};
+          }
+          break;
+        case ItemStatus::kMoved:
+          c.NoteMoved(s.part, r.owner, r.epoch);
+          break;
+        case ItemStatus::kCollected:
+          break;
+        case ItemStatus::kError:
+          if (result.ok()) {
+            result = Status::InvalidArgument("server refused to read key of " +
+                                             std::to_string(s.key.size()) + " bytes");
+          }
+          break;
+      }
+    }
+  }
+  return result;
+}
+
+Status RoundOne(Client::Impl& c, std::vector<ReadSlot>& slots) {
+  std::vector<size_t> todo(slots.size());
+  for (size_t i = 0; i < slots.size(); i++) todo[i] = i;
+  const bool get_star = c.options.read_path == ReadPath::kGetStar;
+  for (int attempt = 0; attempt < kMaxMoves && !todo.empty(); attempt++) {
+    std::vector<PartitionId> parts;
+    for (size_t i : todo) parts.push_back(slots[i].part);
+    RAMP_RETURN_IF_ERROR(c.ResolveOwners(parts));
+    if (get_star) {
+      std::vector<uint32_t> nodes;
+      RAMP_RETURN_IF_ERROR(PostOneSided(c, slots, todo, &nodes));
+      if (!nodes.empty()) RAMP_RETURN_IF_ERROR(c.WaitOneSided(nodes));
+      std::vector<size_t> rest;
+      for (size_t i : todo) {
+        ReadSlot& s = slots[i];
+        if (s.one_sided && s.one_sided_done && AcceptOneSided(s)) {
+          c.stats.one_sided_hits++;
+          continue;
+        }
+        if (s.one_sided) {
+          // Invalid bit, reused memory, or a failed read: the address is stale (GET+ below
+          // returns the current one).
+          c.stats.one_sided_fallbacks++;
+          c.addresses.erase(AddressKey(s.keyspace, s.key));
+        }
+        rest.push_back(i);
+      }
+      todo.swap(rest);
+      if (todo.empty()) break;
+    }
+    std::vector<Timestamp> latest(todo.size());
+    std::vector<ItemStatus> statuses;
+    RAMP_RETURN_IF_ERROR(GetByRequest(c, slots, todo, latest, get_star, &statuses));
+    std::vector<size_t> rest;
+    for (size_t k = 0; k < todo.size(); k++) {
+      if (statuses[k] == ItemStatus::kMoved) rest.push_back(todo[k]);
+    }
+    todo.swap(rest);
+  }
+  if (!todo.empty()) {
+    return Status::Unavailable("partition " + slots[todo[0]].part.ToString() +
+                               " kept moving while it was read");
+  }
+  return Status::OK();
+}
+
+// What round 2 must fetch for one slot: the version at `ts`. `exact` when the metadata names
+// the key (the version must exist); otherwise the transaction only touched the key's
+// partition (a bulk write) and a miss means it did not write this key.
+struct Need {
+  Timestamp ts;
+  bool exact = false;
+};
+
+void ComputeNeeds(const std::vector<ReadSlot>& slots, std::vector<Need>* needs) {
+  needs->assign(slots.size(), Need());
+  std::unordered_map<std::string, size_t> by_key;
+  std::unordered_map<PartitionId, std::vector<size_t>, PartitionIdHash> by_part;
+  for (size_t i = 0; i < slots.size(); i++) {
+    by_key.emplace(AddressKey(slots[i].keyspace, slots[i].key), i);
+    by_part[slots[i].part].push_back(i);
+    if (!slots[i].required.zero()) (*needs)[i] = Need{slots[i].required, false};
+  }
+  // A bulk transaction names its partitions in every version it wrote: handle each such
+  // transaction once, not once per version read (a scan-sized read would go quadratic).
+  std::unordered_map<Timestamp, bool, TimestampHash> bulk_done;
+  record::Metadata md;
+  for (const ReadSlot& s : slots) {
+    if (s.metadata.empty() || s.ts.zero()) continue;
+    if (bulk_done.count(s.ts)) continue;
+    if (!record::DecodeMetadata(s.metadata, &md).ok()) continue;
+    if (md.mode == record::Metadata::Mode::kKeys) {
+      for (const auto& sib : md.keys) {
+        auto it = by_key.find(AddressKey(sib.keyspace, sib.key));
+        if (it == by_key.end()) continue;
+        Need& n = (*needs)[it->second];
+        if (s.ts > n.ts || (s.ts == n.ts && !n.exact)) n = Need{s.ts, true};
+      }
+    } else if (md.mode == record::Metadata::Mode::kPartitions) {
+      bulk_done.emplace(s.ts, true);
+      for (const auto& p : md.partitions) {
+        auto it = by_part.find(p);
+        if (it == by_part.end()) continue;
+        for (size_t j : it->second) {
+          Need& n = (*needs)[j];
+          if (s.ts > n.ts) n = Need{s.ts, false};
+        }
+      }
+    }
+  }
+}
+
+// Round 2: fetch by timestamp where round 1 returned an older version than some sibling
+// says the key must have. Returns Aborted when the whole read must be retried.
+Status RoundTwo(Client::Impl& c, std::vector<ReadSlot>& slots) {
+  std::vector<Need> needs;
+  ComputeNeeds(slots, &needs);
+  std::vector<size_t> todo;
+  std::vector<Timestamp> at;
+  for (size_t i = 0; i < slots.size(); i++) {
+    if (!needs[i].ts.zero() && slots[i].ts < needs[i].ts) {
+      todo.push_back(i);
+      at.push_back(needs[i].ts);
+    }
+  }
+  if (todo.empty()) return Status::OK();
+  c.stats.round2_reads += todo.size();
+  // Round-2 replies overwrite the slots; keep round 1 for keys a bulk transaction turns
+  // out not to have written.
+  std::vector<ReadSlot> round1;
+  round1.reserve(todo.size());
+  for (size_t i : todo) round1.push_back(slots[i]);
+  std::vector<ItemStatus> statuses;
+  RAMP_RETURN_IF_ERROR(GetByRequest(c, slots, todo, at, false, &statuses));
+  for (size_t k = 0; k < todo.size(); k++) {
+    ReadSlot& s = slots[todo[k]];
+    switch (statuses[k]) {
+      case ItemStatus::kOk:
+        break;
+      case ItemStatus::kNotFound:
+        // Round 1 found no version of the key at all and the partition has none at that
+        // timestamp either (a prepared one would be returned): the key is gone, deleted
+        // longer ago than the GC grace and forgotten by its server. The sibling that names
+        // it is older than that deletion: the key reads as deleted.
+        if (needs[todo[k]].exact && !round1[k].ts.zero()) {
+          return Status::Aborted("round 2 found no version " + at[k].ToString() + " of a key");
+        }
+        s = std::move(round1[k]);
+        break;
+      case ItemStatus::kCollected:
+        return Status::Aborted("round-2 version was garbage collected");
+      case ItemStatus::kMoved:
+        return Status::Aborted("partition moved during round 2");
+      case ItemStatus::kError:
+        return Status::Internal("round-2 read failed");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status RampRead(Client::Impl& c, std::vector<ReadSlot>& slots) {
+  c.stats.reads++;
+  for (int attempt = 0;; attempt++) {
+    for (auto& s : slots) {
+      s.have = false;
+      s.ts = Timestamp();
+    }
+    RAMP_RETURN_IF_ERROR(RoundOne(c, slots));
+    if (c.options.disable_round2) return Status::OK();
+    Status st = RoundTwo(c, slots);
+    if (!st.Is(Status::Code::kAborted)) return st;
+    c.stats.read_retries++;
+    if (attempt + 1 >= kMaxReadRetries) {
+      return Status::Unavailable("read could not complete: " + st.message() + " (" +
+                                 std::to_string(kMaxReadRetries) + " attempts)");
+    }
+  }
+}
+
+}  // namespace ramp

@@ -1,0 +1,253 @@
+// RAMP-Fast PUT (paper 000 Algorithm 1): PREPARE every item at its partition's owner with
+// the transaction's metadata, and only when every PREPARE is acknowledged, COMMIT the
+// timestamp at every server involved. Both phases go to all servers at once.
+#include <algorithm>
+#include <map>
+#include <thread>
+
+#include "client/transaction_state.h"
+#include "ramp/log.h"
+
+namespace ramp {
+namespace {
+
+using protocol::Op;
+
+// Bounds of one PREPARE message; a transaction larger than that is several messages per node.
+constexpr size_t kMaxItemsPerMessage = 16384;
+constexpr size_t kMaxBytesPerMessage = 8u << 20;
+
+// The metadata of a transaction: its keys when few, its partitions otherwise (record.h).
+struct TxnMetadata {
+  record::Metadata::Mode mode = record::Metadata::Mode::kNone;
+  std::vector<record::Sibling> keys;
+  std::string partitions_encoded;  // kPartitions: shared by every item
+};
+
+TxnMetadata PlanMetadata(const std::vector<BufferedWrite>& writes,
+                         const std::vector<PartitionId>& parts) {
+  TxnMetadata m;
+  if (writes.size() <= 1) return m;
+  size_t bytes = 0;
+  for (const auto& w : writes) bytes += w.key.size() + 16;
+  if (writes.size() - 1 <= record::kMaxSiblingKeys && bytes <= record::kMaxSiblingBytes) {
+    m.mode = record::Metadata::Mode::kKeys;
+    m.keys.reserve(writes.size());
+    for (size_t i = 0; i < writes.size(); i++) {
+      m.keys.push_back(record::Sibling{writes[i].keyspace, parts[i].bucket, writes[i].key});
+    }
+    return m;
+  }
+  m.mode = record::Metadata::Mode::kPartitions;
+  record::Metadata md;
+  md.mode = m.mode;
+  for (const auto& p : parts) {
+    if (std::find(md.partitions.begin(), md.partitions.end(), p) == md.partitions.end()) {
+      md.partitions.push_back(p);
+    }
+  }
+  record::EncodeMetadata(md, &m.partitions_encoded);
+  return m;
+}
+
+// Metadata of item i: every other key of the transaction (or the shared partition list).
+void ItemMetadata(const TxnMetadata& m, size_t i, std::string* out) {
+  out->clear();
+  if (m.mode == record::Metadata::Mode::kPartitions) {
+    *out = m.partitions_encoded;
+    return;
+  }
+  if (m.mode == record::Metadata::Mode::kNone) return;
+  record::Metadata md;
+  md.mode = m.mode;
+  md.keys.reserve(m.keys.size() - 1);
+  for (size_t j = 0; j < m.keys.size(); j++) {
+    if (j != i) md.keys.push_back(m.keys[j]);
+  }
+  record::EncodeMetadata(md, out);
+}
+
+// Sends a decision (COMMIT or ABORT) of ts to every listed server and waits for the answers.
+Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
+              const std::map<uint32_t, std::vector<PartitionId>>& parts_by_node) {
+  std::vector<uint64_t> ids;
+  std::vector<uint32_t> nodes;
+  std::string body;
+  Status result;
+  for (const auto& [node, parts] : parts_by_node) {
+    protocol::Decision d{ts, parts};
+    body.clear();
+    protocol::Encode(d, &body);
+    uint64_t id = 0;
+    Status st = c.Call(node, c.WriteChannel(), op, static_cast<uint32_t>(parts.size()), body, &id);
+    if (!st.ok()) {
+      if (result.ok()) result = st;
+      continue;
+    }
+    ids.push_back(id);
+    nodes.push_back(node);
+  }
+  Status waited = c.Wait(ids);
+  if (!waited.ok()) return waited;
+  for (size_t i = 0; i < ids.size(); i++) {
+    PendingCall reply;
+    Status st = c.TakeReply(ids[i], &reply);
+    if (!st.ok() && result.ok()) result = st.Annotate(c.NodeName(nodes[i]));
+  }
+  return result;
+}
+
+// Fault injection (ClientOptions::debug_commit_delay_us): COMMIT at the first server, a
+// pause, then at the others, so readers meet the transaction half committed.
+Status DecideStaggered(Client::Impl& c, const Timestamp& ts,
+                       const std::map<uint32_t, std::vector<PartitionId>>& parts_by_node,
+                       int delay_us) {
+  auto first = parts_by_node.begin();
+  std::map<uint32_t, std::vector<PartitionId>> head{*first};
+  std::map<uint32_t, std::vector<PartitionId>> rest(std::next(first), parts_by_node.end());
+  RAMP_RETURN_IF_ERROR(Decide(c, Op::kCommit, ts, head));
+  std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+  return Decide(c, Op::kCommit, ts, rest);
+}
+
+}  // namespace
+
+Status RampCommit(Client::Impl& c, std::vector<BufferedWrite>& writes, Timestamp* commit_ts) {
+  if (writes.empty()) return Status::OK();
+  std::vector<PartitionId> parts(writes.size());
+  for (size_t i = 0; i < writes.size(); i++) parts[i] = c.PartitionOf(writes[i].keyspace, writes[i].key);
+  const TxnMetadata meta = PlanMetadata(writes, parts);
+  std::vector<std::string> metadata(writes.size());
+  for (size_t i = 0; i < writes.size(); i++) ItemMetadata(meta, i, &metadata[i]);
+
+  for (int attempt = 0;; attempt++) {
+    RAMP_RETURN_IF_ERROR(c.ResolveOwners(parts));
+    const Timestamp ts{c.clock.Now(), c.client_id};
+    // PREPARE everywhere at once. A node's items go in batches of bounded size (a bulk
+    // load must not build one message larger than the transport takes), all pipelined.
+    std::vector<std::pair<uint32_t, std::vector<size_t>>> batches;
+    {
+      std::map<uint32_t, size_t> open;  // node -> index of its batch being filled
+      std::map<uint32_t, size_t> open_bytes;
+      for (size_t i = 0; i < writes.size(); i++) {
+        const uint32_t node = c.OwnerOf(parts[i]);
+        const size_t bytes = writes[i].key.size() + writes[i].value.size() + metadata[i].size() + 64;
+        auto it = open.find(node);
+        if (it == open.end() || batches[it->second].second.size() >= kMaxItemsPerMessage ||
+            open_bytes[node] + bytes > kMaxBytesPerMessage) {
+          open[node] = batches.size();
+          open_bytes[node] = 0;
+          batches.emplace_back(node, std::vector<size_t>());
+        }
+        batches[open[node]].second.push_back(i);
+        open_bytes[node] += bytes;
+      }
+    }
+    std::map<uint32_t, std::vector<PartitionId>> parts_by_node;
+    std::vector<uint64_t> ids;
+    std::vector<size_t> id_batches;
+    std::string body;
+    Status send_error;
+    for (size_t b = 0; b < batches.size(); b++) {
+      const auto& [node, items] = batches[b];
+      protocol::PrepareRequest req;
+      req.ts = ts;
+      req.items.reserve(items.size());
+      auto& node_parts = parts_by_node[node];
+      for (size_t i : items) {
+        const BufferedWrite& w = writes[i];
+        protocol::PrepareItem it;
+        it.part = parts[i];
+        it.key = w.key;
+        it.value = w.value;
+        it.flags = static_cast<uint8_t>((w.tombstone ? protocol::kPutTombstone : 0) |
+                                        (w.has_expected ? protocol::kPutHasExpected : 0));
+        auto def = c.keyspaces.find(w.keyspace);
+        if (def != c.keyspaces.end() && def->second.grouped) it.flags |= protocol::kPutGrouped;
+        it.expected = w.expected;
+        it.metadata = metadata[i];
+        req.items.push_back(it);
+        if (std::find(node_parts.begin(), node_parts.end(), parts[i]) == node_parts.end()) {
+          node_parts.push_back(parts[i]);
+        }
+      }
+      body.clear();
+      protocol::Encode(req, &body);
+      uint64_t id = 0;
+      Status st = c.Call(node, c.WriteChannel(), Op::kPrepare,
+                         static_cast<uint32_t>(req.items.size()), body, &id);
+      if (!st.ok()) {
+        send_error = st;
+        break;
+      }
+      ids.push_back(id);
+      id_batches.push_back(b);
+    }
+    Status waited = send_error.ok() ? c.Wait(ids) : send_error;
+    if (!send_error.ok()) {
+      for (uint64_t id : ids) c.calls.erase(id);
+    }
+    // Collect the PREPARE outcomes.
+    Status failure = waited;
+    protocol::PrepareError detail;
+    bool have_detail = false;
+    if (waited.ok()) {
+      for (size_t k = 0; k < ids.size(); k++) {
+        PendingCall reply;
+        Status st = c.TakeReply(ids[k], &reply);
+        if (st.ok() || !failure.ok()) continue;
+        failure = st;
+        std::string msg;
+        if (reply.done && reply.transport_error.ok() &&
+            protocol::Decode(reply.body(), &detail, &msg).ok()) {
+          failure = Status(st.code(), msg);
+          have_detail = true;
+          // detail.item indexes the batch: map it back to the write.
+          const auto& items = batches[id_batches[k]].second;
+          detail.item = detail.item < items.size() ? static_cast<uint32_t>(items[detail.item]) : 0;
+        }
+        failure = failure.Annotate(c.NodeName(batches[id_batches[k]].first));
+      }
+    }
+    if (failure.ok()) {
+      // Every PREPARE is acknowledged: the transaction is committed (a server that misses
+      // the COMMIT resolves it with its siblings). COMMIT everywhere at once.
+      Status st;
+      if (c.options.debug_commit_delay_us > 0 && parts_by_node.size() > 1) {
+        st = DecideStaggered(c, ts, parts_by_node, c.options.debug_commit_delay_us);
+      } else {
+        st = Decide(c, Op::kCommit, ts, parts_by_node);
+      }
+      if (!st.ok()) {
+        RAMP_WARN("COMMIT %s not acknowledged everywhere (%s); servers will resolve it",
+                  ts.ToString().c_str(), st.ToString().c_str());
+      }
+      c.stats.transactions_committed++;
+      if (commit_ts) *commit_ts = ts;
+      return Status::OK();
+    }
+    // Undo what got prepared: ABORT ts everywhere it was sent (idempotent; also fences ts
+    // where the PREPARE is still on its way).
+    Status undone = Decide(c, Op::kAbort, ts, parts_by_node);
+    if (!undone.ok()) {
+      RAMP_WARN("ABORT %s not acknowledged everywhere: %s", ts.ToString().c_str(),
+                undone.ToString().c_str());
+    }
+    c.stats.transactions_aborted++;
+    const bool retry = attempt + 1 < c.options.max_commit_retries;
+    if (failure.Is(Status::Code::kAborted) && retry) {
+      // Refused for a stale timestamp (below a scan's watermark): draw one above it.
+      if (have_detail) c.clock.Observe(detail.watermark.time);
+      c.stats.commit_retries++;
+      continue;
+    }
+    if (failure.Is(Status::Code::kMoved) && retry && have_detail) {
+      c.NoteMoved(parts[detail.item], detail.owner, detail.epoch);
+      c.stats.commit_retries++;
+      continue;
+    }
+    return failure;
+  }
+}
+
+}  // namespace ramp

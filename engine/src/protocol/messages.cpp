@@ -1,0 +1,573 @@
+// Encoders and bounds-checked decoders of the wire protocol (messages.h).
+#include "protocol/messages.h"
+
+#include <cstring>
+#include <string>
+
+#include "ramp/bytes.h"
+
+namespace ramp::protocol {
+namespace {
+
+// Longest string field accepted from the wire (keys, values, metadata, messages). The
+// transport already bounds whole messages; this stops a length field from claiming more.
+constexpr uint32_t kMaxField = 0xFFFFFFFFu;
+
+Status Truncated(const char* what) {
+  return Status::Corruption(std::string("malformed ") + what + ": truncated");
+}
+
+// A count from a header must be plausible: every item takes at least min_item bytes.
+Status CheckCount(uint32_t count, size_t remaining, size_t min_item, const char* what) {
+  if (min_item != 0 && count > remaining / min_item) {
+    return Status::Corruption(std::string("malformed ") + what + ": " + std::to_string(count) +
+                              " items cannot fit in " + std::to_string(remaining) + " bytes");
+  }
+  return Status::OK();
+}
+
+void PutView(StringByteWriter& w, std::string_view s) { w.PutString(s); }
+
+bool GetView(ByteReader& r, std::string_view* out) {
+  ByteReader save = r;
+  uint32_t n = 0;
+  const uint8_t* p = nullptr;
+  if (!r.GetU32(&n) || n > kMaxField || !r.GetView(n, &p)) {
+    r = save;
+    return false;
+  }
+  *out = std::string_view(reinterpret_cast<const char*>(p), n);
+  return true;
+}
+
+void PutTs(StringByteWriter& w, const Timestamp& t) {
+  w.PutU64(t.time);
+  w.PutU64(t.client);
+}
+bool GetTs(ByteReader& r, Timestamp* t) { return r.GetU64(&t->time) && r.GetU64(&t->client); }
+
+void PutPart(StringByteWriter& w, const PartitionId& p) {
+  w.PutU64(p.keyspace);
+  w.PutU32(p.bucket);
+}
+bool GetPart(ByteReader& r, PartitionId* p) { return r.GetU64(&p->keyspace) && r.GetU32(&p->bucket); }
+
+void PutRegion(StringByteWriter& w, const transport::RemoteRegion& g) {
+  w.PutU64(g.id);
+  w.PutU64(g.key);
+  w.PutU64(g.length);
+  w.PutU32(g.access);
+  w.PutU32(g.reserved);
+}
+bool GetRegion(ByteReader& r, transport::RemoteRegion* g) {
+  return r.GetU64(&g->id) && r.GetU64(&g->key) && r.GetU64(&g->length) &&
+         r.GetU32(&g->access) && r.GetU32(&g->reserved);
+}
+
+bool GetItemStatus(ByteReader& r, ItemStatus* s) {
+  uint8_t v = 0;
+  if (!r.GetU8(&v) || v > static_cast<uint8_t>(ItemStatus::kError)) return false;
+  *s = static_cast<ItemStatus>(v);
+  return true;
+}
+
+constexpr size_t kPartBytes = 12;
+constexpr size_t kTsBytes = 16;
+
+}  // namespace
+
+namespace {
+const char* OpNameOrNull(Op op) {
+  switch (op) {
+    case Op::kHello: return "HELLO";
+    case Op::kGet: return "GET";
+    case Op::kPrepare: return "PREPARE";
+    case Op::kCommit: return "COMMIT";
+    case Op::kAbort: return "ABORT";
+    case Op::kLookup: return "LOOKUP";
+    case Op::kLock: return "LOCK";
+    case Op::kUnlock: return "UNLOCK";
+    case Op::kWriteLocked: return "WRITE_LOCKED";
+    case Op::kStatus: return "STATUS";
+    case Op::kPartitions: return "PARTITIONS";
+    case Op::kDropKeyspace: return "DROP_KEYSPACE";
+    case Op::kClock: return "CLOCK";
+    case Op::kGetGroup: return "GET_GROUP";
+    case Op::kScanOpen: return "SCAN_OPEN";
+    case Op::kScanNext: return "SCAN_NEXT";
+    case Op::kScanClose: return "SCAN_CLOSE";
+    case Op::kReadPages: return "READ_PAGES";
+    case Op::kTxnState: return "TXN_STATE";
+  }
+  return nullptr;
+}
+}  // namespace
+
+const char* OpName(Op op) {
+  const char* name = OpNameOrNull(op);
+  return name ? name : "UNKNOWN";
+}
+
+bool KnownOp(uint16_t op) {
+  return OpNameOrNull(static_cast<Op>(op & ~kReplyBit)) != nullptr;
+}
+
+void EncodeHeader(const Header& h, std::string* out) {
+  StringByteWriter w(out);
+  w.PutU16(h.op);
+  w.PutU16(h.status);
+  w.PutU32(h.count);
+  w.PutU64(h.request_id);
+  w.PutU64(h.clock);
+}
+
+Status DecodeHeader(std::string_view msg, Header* out) {
+  ByteReader r(msg);
+  if (!r.GetU16(&out->op) || !r.GetU16(&out->status) || !r.GetU32(&out->count) ||
+      !r.GetU64(&out->request_id) || !r.GetU64(&out->clock)) {
+    return Status::Corruption("malformed message: shorter than its " +
+                              std::to_string(kHeaderBytes) + "-byte header");
+  }
+  if (!KnownOp(out->op)) {
+    return Status::Corruption("unknown opcode " + std::to_string(out->op & ~kReplyBit));
+  }
+  if (out->status > static_cast<uint16_t>(Status::Code::kInternal)) {
+    return Status::Corruption("unknown status code " + std::to_string(out->status));
+  }
+  return Status::OK();
+}
+
+Header ReplyTo(const Header& request, uint64_t clock, uint32_t count) {
+  Header h;
+  h.op = static_cast<uint16_t>(request.op | kReplyBit);
+  h.count = count;
+  h.request_id = request.request_id;
+  h.clock = clock;
+  return h;
+}
+
+void EncodeErrorReply(const Header& request, uint64_t clock, const Status& error,
+                      std::string* out) {
+  Header h = ReplyTo(request, clock);
+  h.status = static_cast<uint16_t>(error.code());
+  EncodeHeader(h, out);
+  out->append(error.message());
+}
+
+Status DecodeErrorReply(const Header& h, std::string_view body) {
+  if (h.status == 0) return Status::OK();
+  return Status(static_cast<Status::Code>(h.status), body);
+}
+
+// ---- hello -------------------------------------------------------------------------------
+
+void Encode(const Hello& m, std::string* out) {
+  StringByteWriter w(out);
+  w.PutU32(m.version);
+  w.PutU64(m.client_id);
+  w.PutU8(m.peer_kind);
+}
+
+Status Decode(std::string_view body, Hello* out) {
+  ByteReader r(body);
+  if (!r.GetU32(&out->version) || !r.GetU64(&out->client_id) || !r.GetU8(&out->peer_kind)) {
+    return Truncated("HELLO");
+  }
+  return r.ExpectEnd("HELLO");
+}
+
+void Encode(const HelloReply& m, std::string* out) {
+  StringByteWriter w(out);
+  w.PutU32(m.node);
+  w.PutU32(m.node_count);
+  w.PutU32(m.default_buckets);
+  PutRegion(w, m.arena);
+  w.PutU64(m.instance);
+  w.PutU32(static_cast<uint32_t>(m.nodes.size()));
+  for (const auto& n : m.nodes) PutView(w, n);
+}
+
+Status Decode(std::string_view body, HelloReply* out) {
+  ByteReader r(body);
+  uint32_t n = 0;
+  if (!r.GetU32(&out->node) || !r.GetU32(&out->node_count) ||
+      !r.GetU32(&out->default_buckets) || !GetRegion(r, &out->arena) ||
+      !r.GetU64(&out->instance) || !r.GetU32(&n)) {
+    return Truncated("HELLO reply");
+  }
+  RAMP_RETURN_IF_ERROR(CheckCount(n, r.remaining(), 4, "HELLO reply"));
+  if (n != out->node_count || out->node >= n || out->default_buckets == 0) {
+    return Status::Corruption("malformed HELLO reply: node " + std::to_string(out->node) +
+                              " of " + std::to_string(out->node_count) + " with " +
+                              std::to_string(n) + " endpoints");
+  }
+  out->nodes.clear();
+  for (uint32_t i = 0; i < n; i++) {
+    std::string_view v;
+    if (!GetView(r, &v)) return Truncated("HELLO reply");
+    out->nodes.emplace_back(v);
+  }
+  return r.ExpectEnd("HELLO reply");
+}
+
+// ---- reads -------------------------------------------------------------------------------
+
+void Encode(const GetRequest& m, std::string* out) {
+  StringByteWriter w(out);
+  w.PutU8(m.flags);
+  for (const auto& it : m.items) {
+    PutPart(w, it.part);
+    PutView(w, it.key);
+    PutTs(w, it.at);
+  }
+}
+
+Status Decode(std::string_view body, uint32_t count, GetRequest* out) {
+  ByteReader r(body);
+  if (!r.GetU8(&out->flags)) return Truncated("GET");
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), kPartBytes + 4 + kTsBytes, "GET"));
+  out->items.resize(count);
+  for (auto& it : out->items) {
+    if (!GetPart(r, &it.part) || !GetView(r, &it.key) || !GetTs(r, &it.at)) {
+      return Truncated("GET");
+    }
+  }
+  return r.ExpectEnd("GET");
+}
+
+void Encode(const GetReply& m, std::string* out) {
+  StringByteWriter w(out);
+  for (const auto& res : m.results) {
+    w.PutU8(static_cast<uint8_t>(res.status));
+    switch (res.status) {
+      case ItemStatus::kOk:
+        w.PutU8(res.flags);
+        PutTs(w, res.ts);
+        PutView(w, res.value);
+        PutView(w, res.metadata);
+        w.PutU64(res.address.offset);
+        w.PutU32(res.address.length);
+        w.PutU32(res.address.epoch);
+        break;
+      case ItemStatus::kMoved:
+        w.PutU32(res.owner);
+        w.PutU64(res.epoch);
+        break;
+      case ItemStatus::kNotFound:
+        // The latest committed timestamp is useful even without a value (tombstones are
+        // sent as kOk; this is "never written", ts zero, or "no version at that ts").
+        PutTs(w, res.ts);
+        break;
+      case ItemStatus::kCollected:
+      case ItemStatus::kError:
+        break;
+    }
+  }
+}
+
+Status Decode(std::string_view body, uint32_t count, GetReply* out) {
+  ByteReader r(body);
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), 1, "GET reply"));
+  out->results.resize(count);
+  for (auto& res : out->results) {
+    res = GetResult();
+    if (!GetItemStatus(r, &res.status)) return Truncated("GET reply");
+    bool ok = true;
+    switch (res.status) {
+      case ItemStatus::kOk:
+        ok = r.GetU8(&res.flags) && GetTs(r, &res.ts) && GetView(r, &res.value) &&
+             GetView(r, &res.metadata) && r.GetU64(&res.address.offset) &&
+             r.GetU32(&res.address.length) && r.GetU32(&res.address.epoch);
+        break;
+      case ItemStatus::kMoved:
+        ok = r.GetU32(&res.owner) && r.GetU64(&res.epoch);
+        break;
+      case ItemStatus::kNotFound:
+        ok = GetTs(r, &res.ts);
+        break;
+      case ItemStatus::kCollected:
+      case ItemStatus::kError:
+        break;
+    }
+    if (!ok) return Truncated("GET reply");
+  }
+  return r.ExpectEnd("GET reply");
+}
+
+void Encode(const GetGroupRequest& m, std::string* out) {
+  StringByteWriter w(out);
+  PutPart(w, m.part);
+  PutView(w, m.group);
+}
+
+Status Decode(std::string_view body, GetGroupRequest* out) {
+  ByteReader r(body);
+  if (!GetPart(r, &out->part) || !GetView(r, &out->group)) return Truncated("GET_GROUP");
+  return r.ExpectEnd("GET_GROUP");
+}
+
+void Encode(const GetGroupReply& m, std::string* out) {
+  StringByteWriter w(out);
+  w.PutU8(static_cast<uint8_t>(m.status));
+  w.PutU32(m.owner);
+  w.PutU64(m.epoch);
+  for (const auto& e : m.entries) {
+    PutView(w, e.key);
+    PutTs(w, e.ts);
+    PutView(w, e.value);
+    PutView(w, e.metadata);
+  }
+}
+
+Status Decode(std::string_view body, uint32_t count, GetGroupReply* out) {
+  ByteReader r(body);
+  if (!GetItemStatus(r, &out->status) || !r.GetU32(&out->owner) || !r.GetU64(&out->epoch)) {
+    return Truncated("GET_GROUP reply");
+  }
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), 12 + kTsBytes, "GET_GROUP reply"));
+  out->entries.resize(count);
+  for (auto& e : out->entries) {
+    if (!GetView(r, &e.key) || !GetTs(r, &e.ts) || !GetView(r, &e.value) ||
+        !GetView(r, &e.metadata)) {
+      return Truncated("GET_GROUP reply");
+    }
+  }
+  return r.ExpectEnd("GET_GROUP reply");
+}
+
+// ---- writes ------------------------------------------------------------------------------
+
+void Encode(const PrepareRequest& m, std::string* out) {
+  StringByteWriter w(out);
+  PutTs(w, m.ts);
+  for (const auto& it : m.items) {
+    PutPart(w, it.part);
+    PutView(w, it.key);
+    PutView(w, it.value);
+    w.PutU8(it.flags);
+    if (it.flags & kPutHasExpected) PutTs(w, it.expected);
+    PutView(w, it.metadata);
+  }
+}
+
+Status Decode(std::string_view body, uint32_t count, PrepareRequest* out) {
+  ByteReader r(body);
+  if (!GetTs(r, &out->ts)) return Truncated("PREPARE");
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), kPartBytes + 4 + 4 + 1 + 4, "PREPARE"));
+  out->items.resize(count);
+  for (auto& it : out->items) {
+    it.expected = Timestamp();
+    if (!GetPart(r, &it.part) || !GetView(r, &it.key) || !GetView(r, &it.value) ||
+        !r.GetU8(&it.flags) || ((it.flags & kPutHasExpected) && !GetTs(r, &it.expected)) ||
+        !GetView(r, &it.metadata)) {
+      return Truncated("PREPARE");
+    }
+  }
+  return r.ExpectEnd("PREPARE");
+}
+
+void Encode(const Decision& m, std::string* out) {
+  StringByteWriter w(out);
+  PutTs(w, m.ts);
+  for (const auto& p : m.partitions) PutPart(w, p);
+}
+
+Status Decode(std::string_view body, uint32_t count, Decision* out) {
+  ByteReader r(body);
+  if (!GetTs(r, &out->ts)) return Truncated("COMMIT/ABORT");
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), kPartBytes, "COMMIT/ABORT"));
+  out->partitions.resize(count);
+  for (auto& p : out->partitions) {
+    if (!GetPart(r, &p)) return Truncated("COMMIT/ABORT");
+  }
+  return r.ExpectEnd("COMMIT/ABORT");
+}
+
+void Encode(const PrepareError& m, std::string_view message, std::string* out) {
+  StringByteWriter w(out);
+  PutView(w, message);
+  w.PutU32(m.item);
+  PutTs(w, m.watermark);
+  w.PutU32(m.owner);
+  w.PutU64(m.epoch);
+}
+
+Status Decode(std::string_view body, PrepareError* out, std::string* message) {
+  ByteReader r(body);
+  std::string_view msg;
+  if (!GetView(r, &msg) || !r.GetU32(&out->item) || !GetTs(r, &out->watermark) ||
+      !r.GetU32(&out->owner) || !r.GetU64(&out->epoch)) {
+    return Truncated("PREPARE error");
+  }
+  message->assign(msg);
+  return r.ExpectEnd("PREPARE error");
+}
+
+// ---- directory ---------------------------------------------------------------------------
+
+void Encode(const LookupRequest& m, std::string* out) {
+  StringByteWriter w(out);
+  for (const auto& p : m.partitions) PutPart(w, p);
+}
+
+Status Decode(std::string_view body, uint32_t count, LookupRequest* out) {
+  ByteReader r(body);
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), kPartBytes, "LOOKUP"));
+  out->partitions.resize(count);
+  for (auto& p : out->partitions) {
+    if (!GetPart(r, &p)) return Truncated("LOOKUP");
+  }
+  return r.ExpectEnd("LOOKUP");
+}
+
+void Encode(const LookupReply& m, std::string* out) {
+  StringByteWriter w(out);
+  for (const auto& p : m.placements) {
+    w.PutU32(p.owner);
+    w.PutU64(p.epoch);
+  }
+}
+
+Status Decode(std::string_view body, uint32_t count, LookupReply* out) {
+  ByteReader r(body);
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), 12, "LOOKUP reply"));
+  out->placements.resize(count);
+  for (auto& p : out->placements) {
+    if (!r.GetU32(&p.owner) || !r.GetU64(&p.epoch)) return Truncated("LOOKUP reply");
+  }
+  return r.ExpectEnd("LOOKUP reply");
+}
+
+// ---- strict two-phase locking --------------------------------------------------------------
+
+void Encode(const LockRequest& m, std::string* out) {
+  StringByteWriter w(out);
+  w.PutU64(m.txn);
+  for (const auto& it : m.items) {
+    PutPart(w, it.part);
+    PutView(w, it.key);
+    w.PutU8(it.mode);
+    w.PutU8(it.flags);
+    PutView(w, it.value);
+  }
+}
+
+Status Decode(std::string_view body, uint32_t count, LockRequest* out) {
+  ByteReader r(body);
+  if (!r.GetU64(&out->txn)) return Truncated("LOCK");
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), kPartBytes + 4 + 2 + 4, "LOCK"));
+  out->items.resize(count);
+  for (auto& it : out->items) {
+    if (!GetPart(r, &it.part) || !GetView(r, &it.key) || !r.GetU8(&it.mode) ||
+        !r.GetU8(&it.flags) || !GetView(r, &it.value)) {
+      return Truncated("LOCK");
+    }
+    if (it.mode > kLockExclusive) {
+      return Status::Corruption("malformed LOCK: lock mode " + std::to_string(it.mode));
+    }
+  }
+  return r.ExpectEnd("LOCK");
+}
+
+// ---- administration ----------------------------------------------------------------------
+
+void Encode(const StatusReply& m, std::string* out) {
+  StringByteWriter w(out);
+  w.PutU32(m.node);
+  w.PutU64(m.partitions);
+  w.PutU64(m.keys);
+  w.PutU64(m.bytes);
+  w.PutU64(m.ops);
+  w.PutU64(m.uptime_ms);
+}
+
+Status Decode(std::string_view body, StatusReply* out) {
+  ByteReader r(body);
+  if (!r.GetU32(&out->node) || !r.GetU64(&out->partitions) || !r.GetU64(&out->keys) ||
+      !r.GetU64(&out->bytes) || !r.GetU64(&out->ops) || !r.GetU64(&out->uptime_ms)) {
+    return Truncated("STATUS reply");
+  }
+  return r.ExpectEnd("STATUS reply");
+}
+
+void Encode(const std::vector<PartitionInfo>& m, std::string* out) {
+  StringByteWriter w(out);
+  for (const auto& p : m) {
+    PutPart(w, p.id);
+    w.PutU32(p.owner);
+    w.PutU64(p.epoch);
+    w.PutU64(p.keys);
+    w.PutU64(p.bytes);
+    uint64_t bits = 0;
+    static_assert(sizeof(bits) == sizeof(p.ops_per_sec));
+    std::memcpy(&bits, &p.ops_per_sec, sizeof(bits));
+    w.PutU64(bits);
+  }
+}
+
+Status Decode(std::string_view body, uint32_t count, std::vector<PartitionInfo>* out) {
+  ByteReader r(body);
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), kPartBytes + 4 + 32, "PARTITIONS reply"));
+  out->resize(count);
+  for (auto& p : *out) {
+    uint64_t bits = 0;
+    if (!GetPart(r, &p.id) || !r.GetU32(&p.owner) || !r.GetU64(&p.epoch) ||
+        !r.GetU64(&p.keys) || !r.GetU64(&p.bytes) || !r.GetU64(&bits)) {
+      return Truncated("PARTITIONS reply");
+    }
+    std::memcpy(&p.ops_per_sec, &bits, sizeof(bits));
+  }
+  return r.ExpectEnd("PARTITIONS reply");
+}
+
+void Encode(const DropKeyspaceRequest& m, std::string* out) {
+  StringByteWriter w(out);
+  w.PutU64(m.keyspace);
+}
+
+Status Decode(std::string_view body, DropKeyspaceRequest* out) {
+  ByteReader r(body);
+  if (!r.GetU64(&out->keyspace)) return Truncated("DROP_KEYSPACE");
+  return r.ExpectEnd("DROP_KEYSPACE");
+}
+
+// ---- termination -------------------------------------------------------------------------
+
+void Encode(const TxnStateRequest& m, std::string* out) {
+  StringByteWriter w(out);
+  PutTs(w, m.ts);
+  w.PutU8(m.fence);
+  for (const auto& p : m.partitions) PutPart(w, p);
+}
+
+Status Decode(std::string_view body, uint32_t count, TxnStateRequest* out) {
+  ByteReader r(body);
+  if (!GetTs(r, &out->ts) || !r.GetU8(&out->fence)) return Truncated("TXN_STATE");
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), kPartBytes, "TXN_STATE"));
+  out->partitions.resize(count);
+  for (auto& p : out->partitions) {
+    if (!GetPart(r, &p)) return Truncated("TXN_STATE");
+  }
+  return r.ExpectEnd("TXN_STATE");
+}
+
+void Encode(const TxnStateReply& m, std::string* out) {
+  StringByteWriter w(out);
+  for (auto s : m.states) w.PutU8(static_cast<uint8_t>(s));
+}
+
+Status Decode(std::string_view body, uint32_t count, TxnStateReply* out) {
+  ByteReader r(body);
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), 1, "TXN_STATE reply"));
+  out->states.resize(count);
+  for (auto& s : out->states) {
+    uint8_t v = 0;
+    if (!r.GetU8(&v) || v > static_cast<uint8_t>(TxnState::kAborted)) {
+      return Truncated("TXN_STATE reply");
+    }
+    s = static_cast<TxnState>(v);
+  }
+  return r.ExpectEnd("TXN_STATE reply");
+}
+
+}  // namespace ramp::protocol

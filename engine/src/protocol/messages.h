@@ -1,0 +1,286 @@
+// The wire protocol between clients and rampd, and between rampd servers.
+//
+// Every message (request or reply) starts with a 24-byte header:
+//   u16 op | u16 status (replies: Status::Code, 0 = OK) | u32 count (items in the body)
+//   u64 request id (echoed by the reply) | u64 clock (the sender's hybrid clock, merged
+//   by the receiver so that clocks of the cluster stay ahead of every timestamp seen)
+// followed by the op's body. A reply has op | kReplyBit. An error reply's body is the
+// error message (UTF-8), except where an op defines a richer error body.
+//
+// Decoded messages hold string_views into the received bytes: they are valid until the
+// message is released. Every decoder is bounds-checked: malformed bytes give Corruption,
+// never a read outside the message (fuzzed by engine/fuzz/protocol_fuzz.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ramp/status.h"
+#include "ramp/transport/memory.h"
+#include "ramp/types.h"
+
+namespace ramp::protocol {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint16_t kReplyBit = 0x8000;
+inline constexpr size_t kHeaderBytes = 24;
+
+enum class Op : uint16_t {
+  kHello = 1,
+  kGet = 2,
+  kPrepare = 3,
+  kCommit = 4,
+  kAbort = 5,
+  kLookup = 6,        // directory: owner and epoch of partitions (asked at their home)
+  kLock = 7,          // strict 2PL baseline: acquire locks (no-wait)
+  kUnlock = 8,        // strict 2PL baseline: release a transaction's locks
+  kWriteLocked = 9,   // strict 2PL baseline: install values under held write locks
+  kStatus = 10,       // server counters
+  kPartitions = 11,   // per-partition status
+  kDropKeyspace = 12,
+  kClock = 13,        // the server's clock (scans pick their snapshot from it)
+  kGetGroup = 14,     // every live entry of a group of grouped keys (secondary indexes)
+  kScanOpen = 20,
+  kScanNext = 21,
+  kScanClose = 22,
+  kReadPages = 30,    // remote page I/O
+  kTxnState = 40,     // server to server: what a partition knows of a transaction
+};
+
+const char* OpName(Op op);
+bool KnownOp(uint16_t op);
+
+struct Header {
+  uint16_t op = 0;  // Op, with kReplyBit on replies
+  uint16_t status = 0;
+  uint32_t count = 0;
+  uint64_t request_id = 0;
+  uint64_t clock = 0;
+  bool is_reply() const { return op & kReplyBit; }
+  Op base_op() const { return static_cast<Op>(op & ~kReplyBit); }
+};
+
+void EncodeHeader(const Header& h, std::string* out);  // appends kHeaderBytes
+Status DecodeHeader(std::string_view msg, Header* out);
+
+// Builds a reply header for a request; the caller appends the body.
+Header ReplyTo(const Header& request, uint64_t clock, uint32_t count = 0);
+// An error reply: header with the status code, the message as body.
+void EncodeErrorReply(const Header& request, uint64_t clock, const Status& error,
+                      std::string* out);
+// Turns an error reply back into a Status (OK when header.status is 0).
+Status DecodeErrorReply(const Header& h, std::string_view body);
+
+// ---- hello -------------------------------------------------------------------------------
+struct Hello {
+  uint32_t version = kProtocolVersion;
+  uint64_t client_id = 0;
+  uint8_t peer_kind = 0;  // 0 = client, 1 = server
+};
+struct HelloReply {
+  uint32_t node = 0;        // this server's index in the cluster
+  uint32_t node_count = 0;
+  uint32_t default_buckets = kDefaultBuckets;
+  transport::RemoteRegion arena;  // the page memory GET* reads one-sided
+  uint64_t instance = 0;          // changes when the server restarts (address caches reset)
+  std::vector<std::string> nodes;  // endpoints of every node ("tcp://..,shm://..")
+};
+void Encode(const Hello& m, std::string* out);
+Status Decode(std::string_view body, Hello* out);
+void Encode(const HelloReply& m, std::string* out);
+Status Decode(std::string_view body, HelloReply* out);
+
+// ---- reads -------------------------------------------------------------------------------
+inline constexpr uint8_t kGetWantAddress = 1u << 0;  // reply with the record's address (GET*)
+inline constexpr uint8_t kGetSnapshot = 1u << 1;     // `at` is a snapshot: newest committed <= at
+
+struct GetItem {
+  PartitionId part;
+  std::string_view key;
+  Timestamp at;  // zero: latest committed; otherwise the version with exactly this timestamp
+                 // (round 2), or with kGetSnapshot the newest committed at or before it
+};
+struct GetRequest {
+  uint8_t flags = 0;
+  std::vector<GetItem> items;
+};
+
+enum class ItemStatus : uint8_t {
+  kOk = 0,
+  kNotFound = 1,   // no such version (or the key was never written)
+  kMoved = 2,      // this server does not own the partition: see owner/epoch
+  kCollected = 3,  // the version asked for by timestamp was garbage collected: retry
+  kError = 4,
+};
+
+// Where a record sits in the server's arena: what a GET* client caches.
+struct Address {
+  uint64_t offset = 0;
+  uint32_t length = 0;
+  uint32_t epoch = 0;
+  bool valid() const { return length != 0; }
+};
+
+struct GetResult {
+  ItemStatus status = ItemStatus::kNotFound;
+  uint8_t flags = 0;  // record::kRecordTombstone
+  Timestamp ts;
+  std::string_view value;
+  std::string_view metadata;  // encoded record::Metadata
+  Address address;
+  uint32_t owner = 0;  // kMoved
+  uint64_t epoch = 0;  // kMoved
+};
+struct GetReply {
+  std::vector<GetResult> results;
+};
+void Encode(const GetRequest& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, GetRequest* out);
+void Encode(const GetReply& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, GetReply* out);
+
+// GET_GROUP: the latest committed, non-deleted entries of one group in one partition.
+struct GetGroupRequest {
+  PartitionId part;
+  std::string_view group;
+};
+struct GroupEntryWire {
+  std::string_view key;  // the whole grouped key
+  Timestamp ts;
+  std::string_view value;
+  std::string_view metadata;
+};
+struct GetGroupReply {
+  ItemStatus status = ItemStatus::kOk;  // kOk or kMoved
+  uint32_t owner = 0;
+  uint64_t epoch = 0;
+  std::vector<GroupEntryWire> entries;
+};
+void Encode(const GetGroupRequest& m, std::string* out);
+Status Decode(std::string_view body, GetGroupRequest* out);
+void Encode(const GetGroupReply& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, GetGroupReply* out);
+
+// ---- writes ------------------------------------------------------------------------------
+inline constexpr uint8_t kPutTombstone = 1u << 0;
+inline constexpr uint8_t kPutHasExpected = 1u << 1;
+inline constexpr uint8_t kPutGrouped = 1u << 2;  // the key is a grouped key (EncodeGroupKey)
+
+struct PrepareItem {
+  PartitionId part;
+  std::string_view key;
+  std::string_view value;
+  uint8_t flags = 0;
+  Timestamp expected;          // kPutHasExpected: the version the writer read
+  std::string_view metadata;   // encoded record::Metadata
+};
+struct PrepareRequest {
+  Timestamp ts;
+  std::vector<PrepareItem> items;
+};
+// Error details of a refused PREPARE (body of the error reply, after the message).
+struct PrepareError {
+  uint32_t item = 0;      // index of the item that failed
+  Timestamp watermark;    // kAborted for a stale timestamp: draw a timestamp above this
+  uint32_t owner = 0;     // kMoved
+  uint64_t epoch = 0;
+};
+void Encode(const PrepareRequest& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, PrepareRequest* out);
+
+// COMMIT and ABORT of a timestamp at a list of partitions of the receiving server.
+struct Decision {
+  Timestamp ts;
+  std::vector<PartitionId> partitions;
+};
+void Encode(const Decision& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, Decision* out);
+
+void Encode(const PrepareError& m, std::string_view message, std::string* out);
+Status Decode(std::string_view body, PrepareError* out, std::string* message);
+
+// ---- directory ---------------------------------------------------------------------------
+struct LookupRequest {
+  std::vector<PartitionId> partitions;
+};
+struct Placement {
+  uint32_t owner = 0;
+  uint64_t epoch = 0;
+};
+struct LookupReply {
+  std::vector<Placement> placements;
+};
+void Encode(const LookupRequest& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, LookupRequest* out);
+void Encode(const LookupReply& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, LookupReply* out);
+
+// ---- strict two-phase locking (baseline) ---------------------------------------------------
+inline constexpr uint8_t kLockShared = 0;
+inline constexpr uint8_t kLockExclusive = 1;
+struct LockItem {
+  PartitionId part;
+  std::string_view key;
+  uint8_t mode = kLockShared;
+  std::string_view value;  // kWriteLocked: the value to install
+  uint8_t flags = 0;       // kWriteLocked: kPutTombstone
+};
+struct LockRequest {
+  uint64_t txn = 0;  // locks are owned by (client id, txn)
+  std::vector<LockItem> items;
+};
+void Encode(const LockRequest& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, LockRequest* out);
+
+// ---- administration ----------------------------------------------------------------------
+struct StatusReply {
+  uint32_t node = 0;
+  uint64_t partitions = 0;
+  uint64_t keys = 0;
+  uint64_t bytes = 0;
+  uint64_t ops = 0;
+  uint64_t uptime_ms = 0;
+};
+void Encode(const StatusReply& m, std::string* out);
+Status Decode(std::string_view body, StatusReply* out);
+
+struct PartitionInfo {
+  PartitionId id;
+  uint32_t owner = 0;
+  uint64_t epoch = 0;
+  uint64_t keys = 0;
+  uint64_t bytes = 0;
+  double ops_per_sec = 0;
+};
+void Encode(const std::vector<PartitionInfo>& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, std::vector<PartitionInfo>* out);
+
+struct DropKeyspaceRequest {
+  KeyspaceId keyspace = 0;
+};
+void Encode(const DropKeyspaceRequest& m, std::string* out);
+Status Decode(std::string_view body, DropKeyspaceRequest* out);
+
+// ---- termination (server to server) -------------------------------------------------------
+enum class TxnState : uint8_t {
+  kUnknown = 0,    // never saw the timestamp (and now refuses a late PREPARE of it)
+  kPrepared = 1,
+  kCommitted = 2,
+  kAborted = 3,
+};
+struct TxnStateRequest {
+  Timestamp ts;
+  std::vector<PartitionId> partitions;
+  uint8_t fence = 1;  // mark unknown as aborted so a late PREPARE is refused
+};
+struct TxnStateReply {
+  std::vector<TxnState> states;
+};
+void Encode(const TxnStateRequest& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, TxnStateRequest* out);
+void Encode(const TxnStateReply& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, TxnStateReply* out);
+
+}  // namespace ramp::protocol

@@ -1,0 +1,361 @@
+#include "server/request_handler.h"
+
+#include <chrono>
+
+#include "ramp/log.h"
+
+namespace ramp::server {
+
+using protocol::Header;
+using protocol::Op;
+
+namespace {
+
+uint64_t NowMs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+}  // namespace
+
+Status RequestHandler::CheckKey(std::string_view key) const {
+  if (key.size() > ctx_->limits.max_key_bytes) {
+    return Status::TooLarge("key of " + std::to_string(key.size()) + " bytes exceeds the limit of " +
+                            std::to_string(ctx_->limits.max_key_bytes) + " bytes");
+  }
+  return Status::OK();
+}
+
+Status RequestHandler::CheckValue(std::string_view value) const {
+  if (value.size() > ctx_->limits.max_value_bytes) {
+    return Status::TooLarge("value of " + std::to_string(value.size()) +
+                            " bytes exceeds the limit of " +
+                            std::to_string(ctx_->limits.max_value_bytes) + " bytes");
+  }
+  return Status::OK();
+}
+
+Status RequestHandler::CheckBatch(size_t items) const {
+  if (items > ctx_->limits.max_batch_items) {
+    return Status::TooLarge("batch of " + std::to_string(items) + " items exceeds the limit of " +
+                            std::to_string(ctx_->limits.max_batch_items));
+  }
+  return Status::OK();
+}
+
+void RequestHandler::ErrorReply(const Header& h, const Status& error, std::string* reply) {
+  protocol::EncodeErrorReply(h, Clock(), error, reply);
+}
+
+Status RequestHandler::Handle(Session& session, std::string_view message, std::string* reply) {
+  reply->clear();
+  Header h;
+  RAMP_RETURN_IF_ERROR(protocol::DecodeHeader(message, &h));
+  if (h.is_reply()) {
+    return Status::Corruption(std::string("unexpected reply message ") +
+                              protocol::OpName(h.base_op()));
+  }
+  ctx_->clock->Observe(h.clock);
+  ctx_->ops.fetch_add(1, std::memory_order_relaxed);
+  std::string_view body = message.substr(protocol::kHeaderBytes);
+  const Op op = h.base_op();
+  if (!session.greeted && op != Op::kHello) {
+    return Status::Corruption(std::string(protocol::OpName(op)) + " before HELLO");
+  }
+  switch (op) {
+    case Op::kHello: return OnHello(session, h, body, reply);
+    case Op::kGet: return OnGet(h, body, reply);
+    case Op::kGetGroup: return OnGetGroup(h, body, reply);
+    case Op::kPrepare: return OnPrepare(h, body, reply);
+    case Op::kCommit:
+    case Op::kAbort: return OnDecision(h, body, reply);
+    case Op::kLookup: return OnLookup(session, h, body, reply);
+    case Op::kLock: return OnLock(session, h, body, reply);
+    case Op::kWriteLocked: return OnWriteLocked(session, h, body, reply);
+    case Op::kUnlock: {
+      protocol::LockRequest req;
+      RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &req));
+      ctx_->locks->ReleaseAll({session.client_id, req.txn});
+      protocol::EncodeHeader(protocol::ReplyTo(h, Clock()), reply);
+      return Status::OK();
+    }
+    case Op::kStatus: return OnStatus(h, reply);
+    case Op::kPartitions: return OnPartitions(h, reply);
+    case Op::kDropKeyspace: return OnDropKeyspace(h, body, reply);
+    case Op::kClock:
+      protocol::EncodeHeader(protocol::ReplyTo(h, ctx_->clock->Now()), reply);
+      return Status::OK();
+    case Op::kTxnState: return OnTxnState(h, body, reply);
+    case Op::kScanOpen:
+    case Op::kScanNext:
+    case Op::kScanClose:
+    case Op::kReadPages:
+      ErrorReply(h, Status::NotSupported(std::string(protocol::OpName(op)) + " is not served here"),
+                 reply);
+      return Status::OK();
+  }
+  return Status::Corruption("unknown opcode " + std::to_string(h.op));
+}
+
+Status RequestHandler::OnHello(Session& s, const Header& h, std::string_view body,
+                               std::string* reply) {
+  protocol::Hello hello;
+  RAMP_RETURN_IF_ERROR(protocol::Decode(body, &hello));
+  if (hello.version != protocol::kProtocolVersion) {
+    ErrorReply(h,
+               Status::NotSupported("protocol version " + std::to_string(hello.version) +
+                                    " not supported (server speaks " +
+                                    std::to_string(protocol::kProtocolVersion) + ")"),
+               reply);
+    return Status::OK();
+  }
+  // The arena is readable one-sided by every peer (GET*); exposing it hands the provider
+  // what the peer needs to map it.
+  Status exposed = s.conn->Expose(ctx_->store->arena_region());
+  if (!exposed.ok()) {
+    ErrorReply(h, exposed.Annotate("cannot expose page memory"), reply);
+    return Status::OK();
+  }
+  s.greeted = true;
+  s.client_id = hello.client_id;
+  s.peer_kind = hello.peer_kind;
+  protocol::HelloReply r;
+  r.node = ctx_->self;
+  r.node_count = static_cast<uint32_t>(ctx_->cluster->nodes.size());
+  r.default_buckets = ctx_->cluster->default_buckets;
+  r.arena = ctx_->store->arena_region();
+  r.instance = ctx_->instance;
+  for (const auto& n : ctx_->cluster->nodes) r.nodes.push_back(n.ToString());
+  protocol::EncodeHeader(protocol::ReplyTo(h, Clock()), reply);
+  protocol::Encode(r, reply);
+  return Status::OK();
+}
+
+Status RequestHandler::OnGet(const Header& h, std::string_view body, std::string* reply) {
+  RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &get_));
+  if (Status s = CheckBatch(get_.items.size()); !s.ok()) {
+    ErrorReply(h, s, reply);
+    return Status::OK();
+  }
+  get_reply_.results.resize(get_.items.size());
+  for (size_t i = 0; i < get_.items.size(); i++) {
+    const auto& item = get_.items[i];
+    auto& res = get_reply_.results[i];
+    res = protocol::GetResult();
+    uint32_t hint = 0;
+    uint64_t epoch = 0;
+    if (!ctx_->directory->Owns(item.part, &hint, &epoch)) {
+      res.status = protocol::ItemStatus::kMoved;
+      res.owner = hint;
+      res.epoch = epoch;
+      continue;
+    }
+    if (!CheckKey(item.key).ok()) {
+      res.status = protocol::ItemStatus::kError;
+      continue;
+    }
+    ctx_->store->Get(item, get_.flags, &res);
+  }
+  protocol::EncodeHeader(
+      protocol::ReplyTo(h, Clock(), static_cast<uint32_t>(get_reply_.results.size())), reply);
+  protocol::Encode(get_reply_, reply);
+  return Status::OK();
+}
+
+Status RequestHandler::OnGetGroup(const Header& h, std::string_view body, std::string* reply) {
+  protocol::GetGroupRequest req;
+  RAMP_RETURN_IF_ERROR(protocol::Decode(body, &req));
+  protocol::GetGroupReply r;
+  uint32_t hint = 0;
+  uint64_t epoch = 0;
+  if (!ctx_->directory->Owns(req.part, &hint, &epoch)) {
+    r.status = protocol::ItemStatus::kMoved;
+    r.owner = hint;
+    r.epoch = epoch;
+  } else {
+    ctx_->store->GetGroup(req.part, req.group, &r.entries);
+  }
+  protocol::EncodeHeader(protocol::ReplyTo(h, Clock(), static_cast<uint32_t>(r.entries.size())),
+                         reply);
+  protocol::Encode(r, reply);
+  return Status::OK();
+}
+
+Status RequestHandler::OnPrepare(const Header& h, std::string_view body, std::string* reply) {
+  RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &prepare_));
+  protocol::PrepareError err;
+  Status s = CheckBatch(prepare_.items.size());
+  for (uint32_t i = 0; s.ok() && i < prepare_.items.size(); i++) {
+    const auto& item = prepare_.items[i];
+    s = CheckKey(item.key);
+    if (s.ok()) s = CheckValue(item.value);
+    uint32_t hint = 0;
+    uint64_t epoch = 0;
+    if (s.ok() && !ctx_->directory->Owns(item.part, &hint, &epoch)) {
+      s = Status::Moved("partition " + item.part.ToString() + " is served by node " +
+                        std::to_string(hint));
+      err.owner = hint;
+      err.epoch = epoch;
+    }
+    if (!s.ok()) err.item = i;
+  }
+  if (s.ok()) s = ctx_->store->Prepare(prepare_.ts, prepare_.items, &err);
+  if (!s.ok()) {
+    Header rh = protocol::ReplyTo(h, Clock());
+    rh.status = static_cast<uint16_t>(s.code());
+    protocol::EncodeHeader(rh, reply);
+    protocol::Encode(err, s.message(), reply);
+    return Status::OK();
+  }
+  protocol::EncodeHeader(protocol::ReplyTo(h, Clock()), reply);
+  return Status::OK();
+}
+
+Status RequestHandler::OnDecision(const Header& h, std::string_view body, std::string* reply) {
+  RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &decision_));
+  Status s = h.base_op() == Op::kCommit ? ctx_->store->Commit(decision_.ts, decision_.partitions)
+                                        : ctx_->store->Abort(decision_.ts, decision_.partitions);
+  if (!s.ok()) {
+    ErrorReply(h, s, reply);
+    return Status::OK();
+  }
+  protocol::EncodeHeader(protocol::ReplyTo(h, Clock()), reply);
+  return Status::OK();
+}
+
+Status RequestHandler::OnLookup(Session& s, const Header& h, std::string_view body,
+                                std::string* reply) {
+  protocol::LookupRequest req;
+  RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &req));
+  protocol::LookupReply r;
+  for (const auto& p : req.partitions) {
+    if (!ctx_->directory->IsHome(p)) {
+      ErrorReply(h,
+                 Status::InvalidArgument("node " + std::to_string(ctx_->self) +
+                                         " is not the home of partition " + p.ToString()),
+                 reply);
+      return Status::OK();
+    }
+    r.placements.push_back(ctx_->directory->Lookup(p, s.client_id));
+  }
+  protocol::EncodeHeader(
+      protocol::ReplyTo(h, Clock(), static_cast<uint32_t>(r.placements.size())), reply);
+  protocol::Encode(r, reply);
+  return Status::OK();
+}
+
+Status RequestHandler::OnLock(Session& s, const Header& h, std::string_view body,
+                              std::string* reply) {
+  protocol::LockRequest req;
+  RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &req));
+  const LockTable::Owner owner{s.client_id, req.txn};
+  get_reply_.results.resize(req.items.size());
+  for (size_t i = 0; i < req.items.size(); i++) {
+    const auto& item = req.items[i];
+    uint32_t hint = 0;
+    uint64_t epoch = 0;
+    if (!ctx_->directory->Owns(item.part, &hint, &epoch)) {
+      ErrorReply(h, Status::Moved("partition " + item.part.ToString() + " moved"), reply);
+      return Status::OK();
+    }
+    if (!ctx_->locks->Acquire(owner, item.part, item.key,
+                              item.mode == protocol::kLockExclusive)) {
+      // No-wait: the client releases everything and retries the transaction.
+      ErrorReply(h, Status::Conflict("lock conflict"), reply);
+      return Status::OK();
+    }
+    // A read under the lock: the latest committed value comes back with the grant.
+    auto& res = get_reply_.results[i];
+    res = protocol::GetResult();
+    ctx_->store->Get(protocol::GetItem{item.part, item.key, Timestamp()}, 0, &res);
+  }
+  protocol::EncodeHeader(
+      protocol::ReplyTo(h, Clock(), static_cast<uint32_t>(get_reply_.results.size())), reply);
+  protocol::Encode(get_reply_, reply);
+  return Status::OK();
+}
+
+Status RequestHandler::OnWriteLocked(Session& s, const Header& h, std::string_view body,
+                                     std::string* reply) {
+  protocol::LockRequest req;
+  RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &req));
+  const LockTable::Owner owner{s.client_id, req.txn};
+  const Timestamp ts{ctx_->clock->Now(), s.client_id};
+  Status st;
+  for (const auto& item : req.items) {
+    // The client took exclusive locks before; re-acquiring checks that it still holds them.
+    if (!ctx_->locks->Acquire(owner, item.part, item.key, true)) {
+      st = Status::Conflict("write without the exclusive lock");
+      break;
+    }
+    st = ctx_->store->WriteCommitted(item.part, item.key, item.value,
+                                     item.flags & protocol::kPutTombstone, ts);
+    if (!st.ok()) break;
+  }
+  // Strict 2PL: the writes are the commit; every lock of the transaction goes now.
+  ctx_->locks->ReleaseAll(owner);
+  if (!st.ok()) {
+    ErrorReply(h, st, reply);
+    return Status::OK();
+  }
+  protocol::EncodeHeader(protocol::ReplyTo(h, Clock()), reply);
+  return Status::OK();
+}
+
+Status RequestHandler::OnStatus(const Header& h, std::string* reply) {
+  const store::StoreStats st = ctx_->store->stats();
+  protocol::StatusReply r;
+  r.node = ctx_->self;
+  r.partitions = st.partitions;
+  r.keys = st.keys;
+  r.bytes = st.bytes;
+  r.ops = ctx_->ops.load(std::memory_order_relaxed);
+  r.uptime_ms = NowMs() - ctx_->started_ms;
+  protocol::EncodeHeader(protocol::ReplyTo(h, Clock()), reply);
+  protocol::Encode(r, reply);
+  return Status::OK();
+}
+
+Status RequestHandler::OnPartitions(const Header& h, std::string* reply) {
+  std::vector<protocol::PartitionInfo> infos = ctx_->store->PartitionInfos();
+  for (auto& p : infos) {
+    uint32_t hint = 0;
+    uint64_t epoch = 0;
+    const bool owned = ctx_->directory->Owns(p.id, &hint, &epoch);
+    p.owner = owned ? ctx_->self : hint;
+    p.epoch = epoch;
+  }
+  protocol::EncodeHeader(protocol::ReplyTo(h, Clock(), static_cast<uint32_t>(infos.size())),
+                         reply);
+  protocol::Encode(infos, reply);
+  return Status::OK();
+}
+
+Status RequestHandler::OnDropKeyspace(const Header& h, std::string_view body,
+                                      std::string* reply) {
+  protocol::DropKeyspaceRequest req;
+  RAMP_RETURN_IF_ERROR(protocol::Decode(body, &req));
+  Status s = ctx_->store->DropKeyspace(req.keyspace);
+  if (!s.ok()) {
+    ErrorReply(h, s, reply);
+    return Status::OK();
+  }
+  protocol::EncodeHeader(protocol::ReplyTo(h, Clock()), reply);
+  return Status::OK();
+}
+
+Status RequestHandler::OnTxnState(const Header& h, std::string_view body, std::string* reply) {
+  protocol::TxnStateRequest req;
+  RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &req));
+  protocol::TxnStateReply r;
+  for (const auto& p : req.partitions) {
+    r.states.push_back(ctx_->store->QueryTxn(req.ts, p, req.fence != 0));
+  }
+  protocol::EncodeHeader(protocol::ReplyTo(h, Clock(), static_cast<uint32_t>(r.states.size())),
+                         reply);
+  protocol::Encode(r, reply);
+  return Status::OK();
+}
+
+}  // namespace ramp::server

@@ -1,0 +1,61 @@
+// Executes one request against the store and encodes its reply.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "protocol/messages.h"
+#include "server/deferred_reply.h"
+#include "server/server_context.h"
+#include "server/session.h"
+
+namespace ramp::server {
+
+class RequestHandler {
+ public:
+  // post hands deferred replies to the worker that owns the sessions.
+  RequestHandler(ServerContext* ctx, std::shared_ptr<const DeferredReply::PostFn> post)
+      : ctx_(ctx), post_(std::move(post)) {}
+
+  // Handles one message; *reply receives the reply (empty: none now — a deferred reply
+  // follows, see Defer). A non-OK result is a protocol violation (unknown opcode,
+  // malformed body, no HELLO first): the caller closes the connection and logs the reason.
+  // Errors of the request itself (limits, conflicts) are error replies, not violations.
+  Status Handle(Session& session, std::string_view message, std::string* reply);
+
+ private:
+  Status OnHello(Session& s, const protocol::Header& h, std::string_view body, std::string* reply);
+  Status OnGet(const protocol::Header& h, std::string_view body, std::string* reply);
+  Status OnGetGroup(const protocol::Header& h, std::string_view body, std::string* reply);
+  Status OnPrepare(const protocol::Header& h, std::string_view body, std::string* reply);
+  Status OnDecision(const protocol::Header& h, std::string_view body, std::string* reply);
+  Status OnLookup(Session& s, const protocol::Header& h, std::string_view body,
+                  std::string* reply);
+  Status OnLock(Session& s, const protocol::Header& h, std::string_view body, std::string* reply);
+  Status OnWriteLocked(Session& s, const protocol::Header& h, std::string_view body,
+                       std::string* reply);
+  Status OnStatus(const protocol::Header& h, std::string* reply);
+  Status OnPartitions(const protocol::Header& h, std::string* reply);
+  Status OnDropKeyspace(const protocol::Header& h, std::string_view body, std::string* reply);
+  Status OnTxnState(const protocol::Header& h, std::string_view body, std::string* reply);
+
+  void ErrorReply(const protocol::Header& h, const Status& error, std::string* reply);
+  // A reply to the current request that will be sent later (from any thread).
+  DeferredReply Defer(const Session& s) const { return DeferredReply(post_, s.id); }
+  uint64_t Clock() const { return ctx_->clock->Peek(); }
+  // Checks the key/value/batch limits of a request; a TooLarge status names the limit.
+  Status CheckKey(std::string_view key) const;
+  Status CheckValue(std::string_view value) const;
+  Status CheckBatch(size_t items) const;
+
+  ServerContext* ctx_;
+  std::shared_ptr<const DeferredReply::PostFn> post_;
+  // Reused between requests to avoid allocations on the hot path.
+  protocol::GetRequest get_;
+  protocol::GetReply get_reply_;
+  protocol::PrepareRequest prepare_;
+  protocol::Decision decision_;
+  std::string scratch_;
+};
+
+}  // namespace ramp::server

@@ -1,0 +1,154 @@
+#include "server/server.h"
+
+#include <chrono>
+
+#include "ramp/log.h"
+#include "ramp/transport/auth.h"
+
+namespace ramp::server {
+namespace {
+uint64_t SteadyMs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+constexpr int kAcceptPollMs = 200;
+}  // namespace
+
+Status Server::Start(const ServerOptions& options, std::unique_ptr<Server>* out) {
+  std::unique_ptr<Server> s(new Server());
+  Status st = s->Init(options);
+  if (!st.ok()) {
+    s->Stop();
+    return st;
+  }
+  *out = std::move(s);
+  return Status::OK();
+}
+
+Status Server::Init(const ServerOptions& options) {
+  options_ = options;
+  if (options.listen.empty()) return Status::InvalidArgument("no listen endpoint given");
+  if (options.workers < 1) return Status::InvalidArgument("at least one worker thread is needed");
+  memory_ = transport::Memory::Create();
+
+  transport::TransportOptions topts;
+  topts.token = options.token;
+  topts.ring_bytes = options.ring_bytes;
+  topts.responder_thread = true;
+  for (const auto& ep : options.listen) {
+    std::unique_ptr<transport::Listener> l;
+    Status st = transport::Listen(ep, topts, memory_, &l);
+    if (!st.ok()) return st.Annotate("cannot listen on " + ep.ToString());
+    listeners_.push_back(std::move(l));
+  }
+  // The cluster file names endpoints as peers reach them; a single server without one is a
+  // cluster of itself, known by the endpoints actually bound.
+  cluster_ = options.cluster.nodes.empty() ? ClusterConfig::Single(endpoints()) : options.cluster;
+  uint32_t self = 0;
+  if (options.node >= 0) {
+    if (static_cast<size_t>(options.node) >= cluster_.nodes.size()) {
+      return Status::InvalidArgument("--node " + std::to_string(options.node) +
+                                     " but the cluster has " +
+                                     std::to_string(cluster_.nodes.size()) + " nodes");
+    }
+    self = static_cast<uint32_t>(options.node);
+  } else {
+    Status st = cluster_.FindNode(endpoints(), &self);
+    if (!st.ok()) return st.Annotate("pass --node to say which node this is");
+  }
+
+  store::StoreOptions so;
+  so.memory_bytes = options.memory_bytes;
+  so.gc_grace_ms = options.gc_grace_ms;
+  so.node = self;
+  RAMP_RETURN_IF_ERROR(store::Store::Open(so, memory_, &store_));
+  directory_ = std::make_unique<Directory>(self, static_cast<uint32_t>(cluster_.nodes.size()));
+
+  ctx_.store = store_.get();
+  ctx_.directory = directory_.get();
+  ctx_.locks = &locks_;
+  ctx_.clock = &clock_;
+  ctx_.cluster = &cluster_;
+  ctx_.self = self;
+  ctx_.instance = transport::RandomU64() | 1;
+  ctx_.started_ms = SteadyMs();
+  ctx_.limits = options.limits;
+
+  for (int i = 0; i < options.workers; i++) {
+    auto w = std::make_unique<Worker>(&ctx_, i, options.spin_rounds);
+    RAMP_RETURN_IF_ERROR(w->Start());
+    workers_.push_back(std::move(w));
+  }
+  for (auto& l : listeners_) {
+    acceptors_.emplace_back([this, lp = l.get()] { AcceptLoop(lp); });
+  }
+  gc_thread_ = std::thread([this] { GcLoop(); });
+  std::string eps;
+  for (const auto& e : endpoints()) eps.append(" ").append(e.ToString());
+  RAMP_INFO("node %u of %zu listening on%s (%d workers, %zu MiB page memory)", self,
+            cluster_.nodes.size(), eps.c_str(), options.workers, options.memory_bytes >> 20);
+  return Status::OK();
+}
+
+std::vector<transport::Endpoint> Server::endpoints() const {
+  std::vector<transport::Endpoint> eps;
+  for (const auto& l : listeners_) eps.push_back(l->endpoint());
+  return eps;
+}
+
+void Server::AcceptLoop(transport::Listener* listener) {
+  while (!stop_.load()) {
+    std::unique_ptr<transport::Connection> conn;
+    Status st = listener->Accept(kAcceptPollMs, &conn);
+    if (st.Is(Status::Code::kTimeout)) continue;
+    if (!st.ok()) {
+      if (stop_.load()) break;
+      // A peer without the token, a handshake cut short: that peer only.
+      RAMP_WARN("%s: rejected a connection: %s", listener->endpoint().ToString().c_str(),
+                st.ToString().c_str());
+      continue;
+    }
+    if (ctx_.connections.load() >= ctx_.limits.max_connections) {
+      RAMP_WARN("refusing %s: %zu connections is the limit", conn->peer().c_str(),
+                ctx_.limits.max_connections);
+      conn->Close();
+      continue;
+    }
+    ctx_.connections.fetch_add(1);
+    // The least loaded worker takes it (round-robin among equals).
+    size_t best = next_worker_.fetch_add(1) % workers_.size();
+    for (size_t i = 0; i < workers_.size(); i++) {
+      if (workers_[i]->session_count() < workers_[best]->session_count()) best = i;
+    }
+    workers_[best]->Adopt(std::move(conn));
+  }
+}
+
+void Server::GcLoop() {
+  while (!stop_.load()) {
+    std::unique_lock lock(gc_mu_);
+    gc_cv_.wait_for(lock, std::chrono::milliseconds(options_.gc_interval_ms),
+                [this] { return stop_.load(); });
+    if (stop_.load()) break;
+    store_->CollectGarbage();
+  }
+}
+
+void Server::Stop() {
+  if (stop_.exchange(true)) return;
+  {
+    std::lock_guard lock(gc_mu_);
+    gc_cv_.notify_all();
+  }
+  for (auto& t : acceptors_) t.join();
+  acceptors_.clear();
+  for (auto& l : listeners_) l->Close();
+  for (auto& w : workers_) w->Stop();
+  workers_.clear();
+  if (gc_thread_.joinable()) gc_thread_.join();
+}
+
+Server::~Server() { Stop(); }
+
+}  // namespace ramp::server

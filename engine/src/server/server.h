@@ -1,0 +1,79 @@
+// rampd: a standalone partition server. Listens on one or more endpoints, authenticates
+// peers with the cluster token, and serves RAMP requests from a pool of worker threads.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ramp/hlc.h"
+#include "ramp/status.h"
+#include "ramp/transport/transport.h"
+#include "server/cluster_config.h"
+#include "server/directory.h"
+#include "server/lock_table.h"
+#include "server/server_context.h"
+#include "server/worker.h"
+#include "store/store.h"
+
+namespace ramp::server {
+
+struct ServerOptions {
+  std::vector<transport::Endpoint> listen;
+  ClusterConfig cluster;        // empty: a single-node cluster of the listen endpoints
+  int node = -1;                // -1: find this server in the cluster by its endpoints
+  std::string token;
+  std::string data_dir;
+  int workers = 2;
+  int spin_rounds = 200;        // idle polling rounds before a worker sleeps
+  size_t memory_bytes = size_t{1} << 30;
+  size_t ring_bytes = 1u << 20;
+  int gc_interval_ms = 1000;
+  int gc_grace_ms = 5000;
+  Limits limits;
+};
+
+class Server {
+ public:
+  static Status Start(const ServerOptions& options, std::unique_ptr<Server>* out);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Stops accepting, closes every connection, joins every thread. Idempotent.
+  void Stop();
+
+  uint32_t node() const { return ctx_.self; }
+  // Endpoints actually bound (ports filled in when 0 was asked).
+  std::vector<transport::Endpoint> endpoints() const;
+  store::Store* store() { return store_.get(); }
+
+ private:
+  Server() = default;
+  Status Init(const ServerOptions& options);
+  void AcceptLoop(transport::Listener* listener);
+  void GcLoop();
+
+  ServerOptions options_;
+  ClusterConfig cluster_;
+  std::shared_ptr<transport::Memory> memory_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<Directory> directory_;
+  LockTable locks_;
+  HybridClock clock_;
+  ServerContext ctx_;
+  std::vector<std::unique_ptr<transport::Listener>> listeners_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::thread> acceptors_;
+  std::thread gc_thread_;
+  std::mutex gc_mu_;
+  std::condition_variable gc_cv_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> next_worker_{0};
+};
+
+}  // namespace ramp::server

@@ -1,0 +1,39 @@
+// State shared by every worker of one rampd: the store, the directory, the lock table, the
+// clock, limits and counters.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "ramp/hlc.h"
+#include "server/cluster_config.h"
+#include "server/directory.h"
+#include "server/lock_table.h"
+#include "store/store.h"
+
+namespace ramp::server {
+
+struct Limits {
+  size_t max_key_bytes = 4096;
+  size_t max_value_bytes = 32u << 20;
+  size_t max_batch_items = 1u << 20;
+  size_t max_connections = 1024;
+};
+
+struct ServerContext {
+  store::Store* store = nullptr;
+  Directory* directory = nullptr;
+  LockTable* locks = nullptr;
+  HybridClock* clock = nullptr;
+  const ClusterConfig* cluster = nullptr;
+  uint32_t self = 0;
+  uint64_t instance = 0;  // random per start: clients drop cached addresses when it changes
+  uint64_t started_ms = 0;
+  Limits limits;
+  std::atomic<uint64_t> ops{0};
+  std::atomic<uint64_t> connections{0};
+  std::atomic<uint64_t> next_session{1};
+};
+
+}  // namespace ramp::server

@@ -1,0 +1,22 @@
+// One peer connection as the server sees it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ramp/transport/connection.h"
+
+namespace ramp::server {
+
+struct Session {
+  uint64_t id = 0;  // unique within the server: deferred replies name their session by it
+  std::unique_ptr<transport::Connection> conn;
+  std::string peer;      // for logs
+  bool greeted = false;  // HELLO done
+  uint64_t client_id = 0;
+  uint8_t peer_kind = 0;  // 0 = client, 1 = server
+  Status violation;       // why the server closed the connection (protocol violation)
+};
+
+}  // namespace ramp::server

@@ -1,0 +1,129 @@
+// The log of one partition: an append-only sequence of 8 KiB pages numbered 0, 1, 2, ...
+// holding version records, commit marks and abort marks (record.h). Page numbers never
+// change and are never reused; a page table maps each page number to the arena frame that
+// holds it. This is the structure the durability layer writes to files and remote page
+// I/O reads by page number.
+//
+// Pages are grouped into segments of kSegmentPages consecutive page numbers, the unit of
+// compaction: the log tracks the bytes still referenced ("live") per segment, and a sealed
+// segment whose live records have been relocated is retired whole.
+//
+// A record larger than a page gets a run of contiguous frames under consecutive page
+// numbers (the page header of its first page says how many), and nothing else is placed in
+// that run. Not thread-safe: the partition's lock guards it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/record.h"
+#include "ramp/log.h"
+#include "ramp/status.h"
+#include "ramp/types.h"
+#include "store/arena.h"
+
+namespace ramp::store {
+
+// Where a record starts: page number << 32 | byte offset inside that page (or run).
+using Loc = uint64_t;
+inline constexpr Loc kNoLoc = ~Loc{0};
+inline constexpr Loc MakeLoc(uint32_t page_no, uint32_t offset) {
+  return Loc{page_no} << 32 | offset;
+}
+inline constexpr uint32_t LocPage(Loc loc) {
+  return static_cast<uint32_t>(loc >> 32);
+}
+inline constexpr uint32_t LocOffset(Loc loc) {
+  return static_cast<uint32_t>(loc);
+}
+
+inline constexpr uint32_t kSegmentPages = 128;
+// The longest run of pages one record may take (32 MiB), which bounds value sizes.
+inline constexpr uint32_t kMaxRunPages = 4096;
+inline constexpr size_t kMaxRecordBytes =
+    size_t{kMaxRunPages} * record::kPageBytes - record::kPageHeaderBytes;
+
+class PartitionLog {
+ public:
+  PartitionLog(Arena* arena, const PartitionId& id);
+  PartitionLog(const PartitionLog&) = delete;
+  PartitionLog& operator=(const PartitionLog&) = delete;
+
+  // Reserves `bytes` (a RecordBytes() size, at most kMaxRecordBytes) at the head of the
+  // log; the caller encodes the record into *dst at once.
+  Status Append(size_t bytes, Arena::Use use, Loc* loc, uint8_t** dst);
+  uint8_t* Resolve(Loc loc) const;
+  uint64_t arena_offset(const uint8_t* p) const { return arena_->offset_of(p); }
+
+  // Live-byte accounting: a record is live while the index refers to it.
+  void AddLive(Loc loc, size_t bytes);
+  void RemoveLive(Loc loc, size_t bytes);
+
+  // Sealed segments whose live bytes are below live_ratio of their size, emptiest first;
+  // a segment is named by its first page number.
+  std::vector<uint32_t> SegmentsBelow(double live_ratio) const;
+  // Calls f(loc, record) for every record of a segment, in log order. f may append.
+  template <typename F>
+  void ForEachRecord(uint32_t segment, F&& f);
+  // Clears the valid bit of every record in the segment and hands its frames back to the
+  // arena (reused after the grace). Its page numbers stay unmapped for good. Returns the
+  // number of pages retired.
+  uint64_t RetireSegment(uint32_t segment);
+  void RetireAll();
+
+  uint64_t pages() const { return pages_; }
+
+ private:
+  struct Segment {
+    uint32_t first_page = 0;
+    std::vector<uint32_t> frames;  // frame of page first_page + i
+    uint64_t live_bytes = 0;
+    bool sealed = false;
+    uint64_t bytes() const { return frames.size() * record::kPageBytes; }
+  };
+
+  Status OpenPages(uint32_t run, Arena::Use use);
+  const Segment* SegmentOf(uint32_t page_no) const;
+  // SegmentOf for pages the index refers to, which must be mapped.
+  const Segment& MappedSegment(uint32_t page_no) const;
+  Segment& MappedSegment(uint32_t page_no);
+  std::vector<Segment>::iterator FindSegment(uint32_t first_page);
+  uint8_t* PageData(const Segment& s, uint32_t page_no) const;
+  void RetireFrames(const Segment& s);
+
+  Arena* const arena_;
+  const PartitionId id_;
+  std::vector<Segment> segments_;  // ascending first_page; the last one may be open
+  uint32_t next_page_ = 0;
+  uint64_t pages_ = 0;
+  // The page (or run) records are appended to; head_data_ null when none is open.
+  record::PageHeader head_;
+  uint8_t* head_data_ = nullptr;
+};
+
+template <typename F>
+void PartitionLog::ForEachRecord(uint32_t segment, F&& f) {
+  const Segment* s = SegmentOf(segment);
+  if (s == nullptr) return;
+  // A copy: f may append to the log, which may move the segment table.
+  const Segment walked = *s;
+  const uint32_t end = walked.first_page + static_cast<uint32_t>(walked.frames.size());
+  for (uint32_t page = walked.first_page; page < end;) {
+    uint8_t* data = PageData(walked, page);
+    record::PageHeader h;
+    const Status st = record::ReadPageHeader(data, size_t{end - page} * record::kPageBytes, &h);
+    if (!st.ok()) {
+      // Only a bug of ours can get here (peers cannot write the arena).
+      RAMP_ERROR("partition %s page %u: %s", id_.ToString().c_str(), page, st.ToString().c_str());
+      return;
+    }
+    for (uint32_t off = record::kPageHeaderBytes; off < h.used;) {
+      const uint32_t len = record::PeekRecord(data + off).total_len;
+      f(MakeLoc(page, off), data + off);
+      off += len;
+    }
+    page += h.run_pages;
+  }
+}
+
+}  // namespace ramp::store

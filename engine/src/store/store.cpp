@@ -1,0 +1,263 @@
+// Store: the partitions of this server, created on demand, sharing one arena.
+#include "store/store.h"
+
+#include <chrono>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "ramp/log.h"
+#include "store/arena.h"
+#include "store/partition.h"
+
+namespace ramp::store {
+namespace {
+
+// Sealed segments with less than this share of live bytes are compacted by the periodic
+// GC: relocating a segment then costs at most half a segment of copying per segment freed.
+constexpr double kCompactionRatio = 0.5;
+// When an allocation failed: compact more eagerly to get memory back.
+constexpr double kReclaimCompactionRatio = 0.75;
+
+bool OutOfMemory(const Status& s) {
+  return s.Is(Status::Code::kNoSpace) || s.Is(Status::Code::kBusy);
+}
+
+}  // namespace
+
+struct Store::Impl {
+  StoreOptions options;
+  std::unique_ptr<Arena> arena;  // declared before the partitions, which use it
+
+  mutable std::shared_mutex map_mu;
+  std::unordered_map<PartitionId, std::shared_ptr<Partition>, PartitionIdHash> partitions;
+
+  std::mutex reclaim_mu;
+  std::atomic<uint64_t> collected_versions{0};
+
+  std::shared_ptr<Partition> Find(const PartitionId& id) const {
+    std::shared_lock lock(map_mu);
+    auto it = partitions.find(id);
+    return it == partitions.end() ? nullptr : it->second;
+  }
+
+  std::shared_ptr<Partition> FindOrCreate(const PartitionId& id) {
+    if (auto p = Find(id)) return p;
+    std::unique_lock lock(map_mu);
+    auto& slot = partitions[id];
+    if (slot == nullptr) slot = std::make_shared<Partition>(id, arena.get(), options);
+    return slot;
+  }
+
+  std::vector<std::shared_ptr<Partition>> All() const {
+    std::shared_lock lock(map_mu);
+    std::vector<std::shared_ptr<Partition>> all;
+    all.reserve(partitions.size());
+    for (const auto& [id, p] : partitions) all.push_back(p);
+    return all;
+  }
+
+  void CollectGarbage(double compaction_ratio) {
+    Partition::GcResult total;
+    for (const auto& p : All()) {
+      const Partition::GcResult r = p->CollectGarbage(compaction_ratio);
+      total.collected_versions += r.collected_versions;
+      total.pages_retired += r.pages_retired;
+    }
+    arena->ReleaseRetired();
+    collected_versions += total.collected_versions;
+    if (total.collected_versions != 0 || total.pages_retired != 0) {
+      RAMP_DEBUG("store gc: collected %llu versions, compaction retired %llu pages",
+                 static_cast<unsigned long long>(total.collected_versions),
+                 static_cast<unsigned long long>(total.pages_retired));
+    }
+  }
+
+  // Runs an operation that appends to the log; when the arena is full, reclaims memory
+  // (no partition lock held) and tries once more. The operation must be idempotent.
+  template <typename F>
+  Status WithMemory(F&& op) {
+    Status s = op();
+    if (!OutOfMemory(s)) return s;
+    {
+      std::lock_guard lock(reclaim_mu);
+      CollectGarbage(kReclaimCompactionRatio);
+    }
+    return op();
+  }
+};
+
+Store::Store() : impl_(std::make_unique<Impl>()) {}
+Store::~Store() = default;
+
+Status Store::Open(const StoreOptions& options, std::shared_ptr<transport::Memory> memory,
+                   std::unique_ptr<Store>* out) {
+  if (options.gc_grace_ms < 0 || options.decided_retention_ms < 0) {
+    return Status::InvalidArgument("gc_grace_ms and decided_retention_ms must not be negative");
+  }
+  std::unique_ptr<Store> store(new Store());
+  Impl& impl = *store->impl_;
+  impl.options = options;
+  if (!impl.options.now_ms) {
+    impl.options.now_ms = [] {
+      return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::chrono::steady_clock::now().time_since_epoch())
+                                       .count());
+    };
+  }
+  RAMP_RETURN_IF_ERROR(Arena::Create(std::move(memory), options.memory_bytes, options.gc_grace_ms,
+                                     impl.options.now_ms, &impl.arena));
+  *out = std::move(store);
+  return Status::OK();
+}
+
+transport::RemoteRegion Store::arena_region() const {
+  return impl_->arena->region();
+}
+const uint8_t* Store::arena_base() const {
+  return impl_->arena->base();
+}
+
+Status Store::Prepare(const Timestamp& ts, std::span<const protocol::PrepareItem> items,
+                      protocol::PrepareError* err) {
+  *err = protocol::PrepareError();
+  if (ts.zero()) return Status::InvalidArgument("PREPARE with a zero timestamp");
+  // Consecutive items of one partition are prepared under one lock acquisition.
+  for (size_t begin = 0; begin < items.size();) {
+    size_t end = begin + 1;
+    while (end < items.size() && items[end].part == items[begin].part) ++end;
+    const auto group = items.subspan(begin, end - begin);
+    std::shared_ptr<Partition> p = impl_->FindOrCreate(group.front().part);
+    RAMP_RETURN_IF_ERROR(impl_->WithMemory(
+        [&] { return p->Prepare(ts, group, static_cast<uint32_t>(begin), err); }));
+    begin = end;
+  }
+  return Status::OK();
+}
+
+Status Store::Commit(const Timestamp& ts, std::span<const PartitionId> partitions) {
+  // Every partition is committed even if one fails: the caller retries the whole COMMIT,
+  // which is idempotent.
+  Status first_error;
+  for (const PartitionId& id : partitions) {
+    std::shared_ptr<Partition> p = impl_->Find(id);
+    if (p == nullptr) continue;
+    Status s = impl_->WithMemory([&] { return p->Commit(ts); });
+    if (!s.ok() && first_error.ok()) first_error = s;
+  }
+  return first_error;
+}
+
+Status Store::Abort(const Timestamp& ts, std::span<const PartitionId> partitions) {
+  Status first_error;
+  for (const PartitionId& id : partitions) {
+    // Created when missing: the abort fences ts against a PREPARE still on its way.
+    std::shared_ptr<Partition> p = impl_->FindOrCreate(id);
+    Status s = impl_->WithMemory([&] { return p->Abort(ts); });
+    if (!s.ok() && first_error.ok()) first_error = s;
+  }
+  return first_error;
+}
+
+void Store::Get(const protocol::GetItem& item, uint8_t flags, protocol::GetResult* out) {
+  std::shared_ptr<Partition> p = impl_->Find(item.part);
+  if (p == nullptr) {
+    *out = protocol::GetResult();
+    out->status = protocol::ItemStatus::kNotFound;
+    return;
+  }
+  p->Get(item, flags, out);
+}
+
+void Store::GetGroup(const PartitionId& partition, std::string_view group,
+                     std::vector<protocol::GroupEntryWire>* out) const {
+  out->clear();
+  if (std::shared_ptr<Partition> p = impl_->Find(partition)) p->GetGroup(group, out);
+}
+
+Status Store::WriteCommitted(const PartitionId& part, std::string_view key, std::string_view value,
+                             bool tombstone, const Timestamp& ts, bool grouped) {
+  if (ts.zero()) return Status::InvalidArgument("write with a zero timestamp");
+  std::shared_ptr<Partition> p = impl_->FindOrCreate(part);
+  return impl_->WithMemory([&] { return p->WriteCommitted(key, value, tombstone, ts, grouped); });
+}
+
+TxnState Store::QueryTxn(const Timestamp& ts, const PartitionId& partition, bool fence) {
+  std::shared_ptr<Partition> p = fence ? impl_->FindOrCreate(partition) : impl_->Find(partition);
+  return p == nullptr ? TxnState::kUnknown : p->QueryTxn(ts, fence);
+}
+
+std::vector<PendingTxn> Store::PendingOlderThan(uint64_t cutoff_ms) const {
+  std::vector<PendingTxn> out;
+  for (const auto& p : impl_->All()) p->AppendPending(cutoff_ms, &out);
+  return out;
+}
+
+std::vector<Timestamp> Store::RaiseWatermark(const PartitionId& partition, const Timestamp& ts) {
+  return impl_->FindOrCreate(partition)->RaiseWatermark(ts);
+}
+
+void Store::ScanPartition(
+    const PartitionId& partition, const Timestamp& at,
+    const std::function<bool(std::string_view key, const Timestamp& ts, std::string_view value,
+                             std::string_view metadata)>& visit) const {
+  if (std::shared_ptr<Partition> p = impl_->Find(partition)) p->Scan(at, visit);
+}
+
+void Store::CollectGarbage() {
+  impl_->CollectGarbage(kCompactionRatio);
+}
+
+Status Store::DropKeyspace(KeyspaceId keyspace) {
+  std::vector<std::shared_ptr<Partition>> dropped;
+  {
+    std::unique_lock lock(impl_->map_mu);
+    std::erase_if(impl_->partitions, [&](const auto& entry) {
+      if (entry.first.keyspace != keyspace) return false;
+      dropped.push_back(entry.second);
+      return true;
+    });
+  }
+  // Operations that found a partition before it left the map see it dropped.
+  for (const auto& p : dropped) p->Drop();
+  return Status::OK();
+}
+
+StoreStats Store::stats() const {
+  StoreStats s;
+  for (const auto& p : impl_->All()) {
+    const Partition::Counts c = p->counts();
+    ++s.partitions;
+    s.keys += c.keys;
+    s.versions += c.versions;
+    s.pages += c.pages;
+    s.prepared_txns += c.prepared_txns;
+  }
+  s.bytes = s.pages * record::kPageBytes;
+  s.free_pages = impl_->arena->counts().free;
+  s.collected_versions = impl_->collected_versions.load();
+  return s;
+}
+
+std::vector<protocol::PartitionInfo> Store::PartitionInfos() const {
+  std::vector<protocol::PartitionInfo> out;
+  for (const auto& p : impl_->All()) {
+    const Partition::Counts c = p->counts();
+    out.push_back({.id = p->id(),
+                   .owner = impl_->options.node,
+                   .keys = c.keys,
+                   .bytes = c.pages * record::kPageBytes,
+                   .ops_per_sec = p->OpsPerSec()});
+  }
+  return out;
+}
+
+std::vector<PartitionId> Store::PartitionIds() const {
+  std::shared_lock lock(impl_->map_mu);
+  std::vector<PartitionId> ids;
+  ids.reserve(impl_->partitions.size());
+  for (const auto& [id, p] : impl_->partitions) ids.push_back(id);
+  return ids;
+}
+
+}  // namespace ramp::store

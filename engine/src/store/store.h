@@ -1,0 +1,175 @@
+// The partition store of one rampd (DESIGN §5): partitions created on demand, version
+// records in 8 KiB pages inside one registered arena (so GET* clients read them one-sided),
+// a hash index per partition, RAMP state per key, garbage collection of overwritten
+// versions after a grace period.
+//
+// Thread-safety: every method may be called from any worker thread. Partitions are
+// independent (one lock each); no call holds two partition locks.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/record.h"
+#include "protocol/messages.h"
+#include "ramp/status.h"
+#include "ramp/transport/memory.h"
+#include "ramp/types.h"
+
+namespace ramp::store {
+
+struct StoreOptions {
+  // Bytes of page memory (the arena). Pages are 8 KiB.
+  size_t memory_bytes = size_t{1} << 30;
+  // An overwritten version stays readable by timestamp this long (round-2 reads need it).
+  int gc_grace_ms = 5000;
+  // How long a partition remembers that a transaction committed or aborted (QueryTxn
+  // answers, the fence against a late PREPARE of an aborted timestamp). Must exceed the
+  // time termination may take to ask about a transaction.
+  int decided_retention_ms = 60000;
+  // Paper 000 clears the valid bit of the committed version already at PREPARE; we clear it
+  // when the version is replaced at COMMIT (fewer GET* fallbacks). Kept as an experiment.
+  bool invalidate_at_prepare = false;
+  // This server's node index, written into nothing but statistics.
+  uint32_t node = 0;
+  // Clock used for GC and hotness (milliseconds); tests may replace it.
+  std::function<uint64_t()> now_ms;
+};
+
+struct StoreStats {
+  uint64_t partitions = 0;
+  uint64_t keys = 0;
+  uint64_t versions = 0;
+  uint64_t bytes = 0;  // bytes of pages in use
+  uint64_t pages = 0;
+  uint64_t free_pages = 0;
+  uint64_t prepared_txns = 0;  // transactions prepared and not yet decided
+  uint64_t collected_versions = 0;
+};
+
+// What a partition knows of a transaction (termination protocol).
+using protocol::TxnState;
+
+// A transaction left prepared (for the termination protocol of the durability issue).
+struct PendingTxn {
+  Timestamp ts;
+  PartitionId partition;
+  uint64_t prepared_at_ms = 0;
+  std::vector<PartitionId> siblings;  // every partition the transaction wrote, this one too
+};
+
+class Store {
+ public:
+  // Allocates the arena from memory (read-only for peers) and registers it.
+  static Status Open(const StoreOptions& options, std::shared_ptr<transport::Memory> memory,
+                     std::unique_ptr<Store>* out);
+  ~Store();
+
+  // The handle peers use to read records one-sided (sent in HELLO replies).
+  transport::RemoteRegion arena_region() const;
+  const uint8_t* arena_base() const;
+
+  // ---- RAMP-Fast ------------------------------------------------------------------------
+  // PREPARE: appends a version record (state prepared) per item. Refused (no item of the
+  // call applied... items before the failing one stay prepared; the caller aborts ts):
+  //  - Conflict: an item with kPutHasExpected whose key's latest committed timestamp differs
+  //    from expected, or whose key has another transaction's version prepared and undecided;
+  //  - Aborted: ts is at or below the partition's scan watermark, or ts was already decided
+  //    aborted (termination fence); err->watermark says what to exceed;
+  //  - TooLarge: a key over 65535 bytes, a version over 32 MiB (kMaxRecordBytes);
+  //  - Corruption: malformed metadata;
+  //  - NoSpace: the memory budget is exhausted and nothing can be reclaimed; Busy: it is
+  //    exhausted but compaction freed pages that come back after the GC grace (retry).
+  // Preparing the same (ts, key) twice is idempotent.
+  Status Prepare(const Timestamp& ts, std::span<const protocol::PrepareItem> items,
+                 protocol::PrepareError* err);
+  // COMMIT ts in the given partitions: latestCommit advances where ts is newer, the new
+  // committed version gets the valid bit and the one it replaces loses it. Idempotent; a ts
+  // never prepared here is a no-op (OK), a ts aborted here is Internal.
+  Status Commit(const Timestamp& ts, std::span<const PartitionId> partitions);
+  // ABORT ts: its prepared versions are dropped and ts is fenced (a late PREPARE of it is
+  // refused). Committed versions are never aborted (returns Internal if asked to).
+  Status Abort(const Timestamp& ts, std::span<const PartitionId> partitions);
+
+  // GET of one item. item.at zero: the latest committed version; otherwise the version with
+  // exactly that timestamp, prepared or committed (round 2); with kGetSnapshot, the newest
+  // committed version with ts <= item.at (scans). out->value / out->metadata point into
+  // arena memory that stays valid for at least StoreOptions::gc_grace_ms.
+  //  - A tombstone comes back as kOk with flags = kRecordTombstone, its ts and metadata and
+  //    an empty value (RAMP round 1 needs its metadata; callers treat it as not found).
+  //    Deleted keys are forgotten entirely once the deletion is older than the grace.
+  //  - kCollected: no such version, but the partition's GC dropped a committed version
+  //    with a timestamp >= item.at and the key has a newer committed version, so the one
+  //    asked for may have existed: the reader retries. kNotFound: it never existed here.
+  //  - kGetWantAddress: out->address is set when the version returned is the key's current
+  //    committed one (the only record that carries the valid bit).
+  void Get(const protocol::GetItem& item, uint8_t flags, protocol::GetResult* out);
+
+  // GET_GROUP: the latest committed, non-deleted version of every grouped key of `group`
+  // (keys prepared with kPutGrouped, laid out as EncodeGroupKey: u16 big-endian group
+  // length, group, suffix) in the partition, in key order. Views as for Get.
+  void GetGroup(const PartitionId& partition, std::string_view group,
+                std::vector<protocol::GroupEntryWire>* out) const;
+
+  // ---- strict 2PL baseline -------------------------------------------------------------
+  // Installs a committed version directly (the caller holds the write lock). grouped: the
+  // key is a grouped key (GetGroup finds it).
+  Status WriteCommitted(const PartitionId& part, std::string_view key, std::string_view value,
+                        bool tombstone, const Timestamp& ts, bool grouped = false);
+
+  // ---- termination ---------------------------------------------------------------------
+  // What partition knows of ts. With fence, an unknown ts is recorded as aborted so that a
+  // later PREPARE of it is refused.
+  TxnState QueryTxn(const Timestamp& ts, const PartitionId& partition, bool fence);
+  // Transactions prepared before cutoff_ms and still undecided.
+  std::vector<PendingTxn> PendingOlderThan(uint64_t cutoff_ms) const;
+
+  // ---- scans ----------------------------------------------------------------------------
+  // Raises the partition's scan watermark to at least ts (PREPAREs at or below it are then
+  // refused) and returns the transactions prepared at or below ts that are still undecided.
+  std::vector<Timestamp> RaiseWatermark(const PartitionId& partition, const Timestamp& ts);
+  // Visits every key of a partition with its newest version committed at or before `at`
+  // (zero: latest committed), skipping tombstones. Stops when visit returns false.
+  void ScanPartition(
+      const PartitionId& partition, const Timestamp& at,
+      const std::function<bool(std::string_view key, const Timestamp& ts, std::string_view value,
+                               std::string_view metadata)>& visit) const;
+
+  // ---- page access (remote page I/O, scans, migration) ---------------------------------
+  // Where page `page_no` of a partition's log is now. frame: its bytes in the arena (null
+  // when evicted to disk); fd/file_offset: where it is on disk (fd -1 while it is only in
+  // memory, e.g. without a data directory). A frame stays readable for at least the GC grace
+  // after the page is retired, which is what an I/O worker needs to copy it. NotFound for a
+  // page number past the end of the log or a page compacted away; epoch is the partition's
+  // placement epoch, which callers compare with the one the client asked for.
+  struct PageLocation {
+    const uint8_t* frame = nullptr;
+    int fd = -1;
+    uint64_t file_offset = 0;
+    uint32_t pages = 1;  // run length (a record larger than a page spans a run)
+    uint64_t epoch = 0;
+  };
+  Status LocatePage(const PartitionId& partition, uint32_t page_no, PageLocation* out) const;
+  // Pages in the partition's log so far (page numbers run from 0; compacted pages are gone).
+  uint32_t PageCount(const PartitionId& partition) const;
+
+  // ---- administration ------------------------------------------------------------------
+  // Drops versions overwritten more than gc_grace_ms ago and decided-transaction records.
+  void CollectGarbage();
+  Status DropKeyspace(KeyspaceId keyspace);
+  StoreStats stats() const;
+  std::vector<protocol::PartitionInfo> PartitionInfos() const;
+  std::vector<PartitionId> PartitionIds() const;
+
+ private:
+  Store();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ramp::store

@@ -1,0 +1,151 @@
+// rampd: the pg_ramp partition server.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "flags.h"
+#include "ramp/log.h"
+#include "ramp/transport/transport.h"
+#include "server/server.h"
+
+namespace {
+
+const char* kUsage = R"(usage: rampd [options]
+
+Serves pg_ramp partitions: RAMP-Fast transactions, one-sided reads, page I/O.
+
+  --listen URI        endpoint to listen on (repeatable): tcp://host:port, shm:///path,
+                      verbs://host:port. Default tcp://127.0.0.1:7400 (loopback only).
+  --cluster FILE      cluster file: one "node <endpoints>" line per server, in node order
+                      (default: a cluster of this server alone)
+  --node N            this server's index in the cluster file (default: found by endpoint)
+  --token-file FILE   the cluster token; peers must prove they know it. Required unless
+                      every listen endpoint is on loopback or a unix socket.
+  --data DIR          data directory
+  --workers N         worker threads (default 2)
+  --memory-mb N       page memory in MiB (default 1024)
+  --ring-kb N         receive ring size per connection in KiB (default 1024)
+  --gc-grace-ms N     how long overwritten versions stay readable (default 5000)
+  --max-connections N (default 1024)
+  --max-value-kb N    largest value accepted (default 32768)
+  --log-level LEVEL   debug, info, warning, error (default info)
+  --config FILE       read "name = value" settings (the names of these options)
+  --help              this text
+)";
+
+bool IsLocal(const ramp::transport::Endpoint& e) {
+  if (e.provider == ramp::transport::Provider::kShm) return true;
+  return e.host == "127.0.0.1" || e.host == "localhost" || e.host == "::1";
+}
+
+int Fail(const ramp::Status& s) {
+  std::fprintf(stderr, "rampd: %s\n", s.ToString().c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace ramp;
+  tools::Flags flags({"listen", "cluster", "node", "token-file", "data", "workers", "memory-mb",
+                      "ring-kb", "gc-grace-ms", "max-connections", "max-value-kb", "log-level",
+                      "config"},
+                     {"help"});
+  Status st = flags.Parse(argc, argv);
+  if (!st.ok()) return Fail(st);
+  if (flags.Has("help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (!flags.positional().empty()) {
+    return Fail(Status::InvalidArgument("unexpected argument '" + flags.positional()[0] + "'"));
+  }
+  if (flags.Has("config")) {
+    st = flags.LoadConfig(flags.Get("config"));
+    if (!st.ok()) return Fail(st);
+  }
+  LogLevel level = LogLevel::kInfo;
+  if (!ParseLogLevel(flags.Get("log-level", "info"), &level)) {
+    return Fail(Status::InvalidArgument("unknown log level '" + flags.Get("log-level") + "'"));
+  }
+  SetLogLevel(level);
+
+  server::ServerOptions o;
+  std::vector<std::string> listen = flags.GetAll("listen");
+  if (listen.empty()) listen.push_back("tcp://127.0.0.1:7400");
+  for (const auto& uri : listen) {
+    std::vector<transport::Endpoint> eps;
+    st = transport::ParseEndpointList(uri, &eps);
+    if (!st.ok()) return Fail(st.Annotate("--listen"));
+    o.listen.insert(o.listen.end(), eps.begin(), eps.end());
+  }
+  if (flags.Has("cluster")) {
+    st = server::ClusterConfig::Load(flags.Get("cluster"), &o.cluster);
+    if (!st.ok()) return Fail(st);
+  }
+  long v = 0;
+  if (!(st = flags.GetInt("node", -1, -1, 65535, &v)).ok()) return Fail(st);
+  o.node = static_cast<int>(v);
+  if (!(st = flags.GetInt("workers", 2, 1, 256, &v)).ok()) return Fail(st);
+  o.workers = static_cast<int>(v);
+  if (!(st = flags.GetInt("memory-mb", 1024, 16, 1 << 22, &v)).ok()) return Fail(st);
+  o.memory_bytes = static_cast<size_t>(v) << 20;
+  if (!(st = flags.GetInt("ring-kb", 1024, 64, 1 << 20, &v)).ok()) return Fail(st);
+  o.ring_bytes = static_cast<size_t>(v) << 10;
+  if (!(st = flags.GetInt("gc-grace-ms", 5000, 10, 3600000, &v)).ok()) return Fail(st);
+  o.gc_grace_ms = static_cast<int>(v);
+  if (!(st = flags.GetInt("max-connections", 1024, 1, 1 << 20, &v)).ok()) return Fail(st);
+  o.limits.max_connections = static_cast<size_t>(v);
+  if (!(st = flags.GetInt("max-value-kb", 32768, 1, 1 << 20, &v)).ok()) return Fail(st);
+  o.limits.max_value_bytes = static_cast<size_t>(v) << 10;
+  o.data_dir = flags.Get("data");
+  if (flags.Has("token-file")) {
+    st = transport::ReadTokenFile(flags.Get("token-file"), &o.token);
+    if (!st.ok()) return Fail(st);
+  } else {
+    for (const auto& e : o.listen) {
+      if (!IsLocal(e)) {
+        return Fail(Status::InvalidArgument("refusing to listen on " + e.ToString() +
+                                            " without --token-file: only loopback and unix "
+                                            "sockets may go without the cluster token"));
+      }
+    }
+    RAMP_WARN("no --token-file: peers are not authenticated (loopback only)");
+  }
+  if (!o.data_dir.empty()) {
+    struct stat sb;
+    if (stat(o.data_dir.c_str(), &sb) != 0 && mkdir(o.data_dir.c_str(), 0700) != 0) {
+      return Fail(Status::FromErrno("cannot create data directory " + o.data_dir, errno));
+    }
+  }
+
+  // Signals go to this thread only (sigwait below); every other thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  SetLogTag("rampd[" + std::to_string(getpid()) + "]");
+
+  std::unique_ptr<server::Server> server;
+  st = server::Server::Start(o, &server);
+  if (!st.ok()) return Fail(st);
+  SetLogTag("rampd/" + std::to_string(server->node()));
+  // Tests and scripts wait for this line to know the server is up.
+  RAMP_INFO("ready");
+  int sig = 0;
+  while (sigwait(&signals, &sig) == 0) {
+    if (sig == SIGHUP) continue;
+    break;
+  }
+  RAMP_INFO("%s received, shutting down", strsignal(sig));
+  server->Stop();
+  RAMP_INFO("stopped");
+  return 0;
+}
