@@ -1,0 +1,147 @@
+// SQL functions of schema ramp (sql/pg_ramp--1.0.sql).
+#include <string>
+#include <vector>
+
+#include "ramp/client.h"
+#include "ramp/transport/endpoint.h"
+
+#include "guc.hpp"
+#include "session.hpp"
+#include "xact.hpp"
+
+#include "boundary.hpp"
+#include "keyspace_catalog.hpp"
+
+namespace pgramp {
+
+namespace {
+
+Datum Text(const std::string& s) {
+  return CStringGetTextDatum(s.c_str());
+}
+
+// Rows of ramp.cluster_status() for the seeds when no client could be opened: the cluster
+// cannot be asked, but the user still sees which servers were tried and why they failed.
+void UnreachableSeeds(ReturnSetInfo* rsinfo, const std::string& error) {
+  std::vector<ramp::transport::Endpoint> seeds;
+  if (guc::nodes != nullptr) {
+    (void)ramp::transport::ParseEndpointList(guc::nodes, &seeds);
+  }
+  for (const auto& seed : seeds) {
+    const std::string endpoint = seed.ToString();
+    PgCall([&] {
+      Datum values[9];
+      bool nulls[9] = {true, false, false, false, true, true, true, true, true};
+      values[1] = Text(endpoint);
+      values[2] = BoolGetDatum(false);
+      values[3] = Text(error);
+      tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+    });
+  }
+}
+
+}  // namespace
+
+}  // namespace pgramp
+
+extern "C" {
+
+PG_FUNCTION_INFO_V1(ramp_cluster_status);
+Datum ramp_cluster_status(PG_FUNCTION_ARGS) {
+  using namespace pgramp;
+  InitMaterializedSRF(fcinfo, 0);
+  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  Boundary([&] {
+    Session& session = Session::Get();
+    std::vector<ramp::ServerStatus> servers;
+    try {
+      session.Check(session.client().ClusterStatus(&servers), "reading the cluster status");
+    } catch (const RampError& e) {
+      if (e.status().Is(ramp::Status::Code::kCancelled)) throw;
+      UnreachableSeeds(rsinfo, e.status().message());
+      return;
+    }
+    for (const ramp::ServerStatus& s : servers) {
+      PgCall([&] {
+        Datum values[9];
+        bool nulls[9] = {};
+        values[0] = Int32GetDatum(static_cast<int32>(s.node));
+        values[1] = Text(s.endpoints);
+        values[2] = BoolGetDatum(s.reachable);
+        values[3] = Text(s.error);
+        nulls[3] = s.error.empty();
+        values[4] = Int64GetDatum(static_cast<int64>(s.partitions));
+        values[5] = Int64GetDatum(static_cast<int64>(s.keys));
+        values[6] = Int64GetDatum(static_cast<int64>(s.bytes));
+        values[7] = Int64GetDatum(static_cast<int64>(s.ops));
+        values[8] = Int64GetDatum(static_cast<int64>(s.uptime_ms));
+        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+      });
+    }
+  });
+  return static_cast<Datum>(0);
+}
+
+PG_FUNCTION_INFO_V1(ramp_partitions_raw);
+Datum ramp_partitions_raw(PG_FUNCTION_ARGS) {
+  using namespace pgramp;
+  InitMaterializedSRF(fcinfo, 0);
+  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  Boundary([&] {
+    Session& session = Session::Get();
+    std::vector<ramp::PartitionStatus> partitions;
+    session.Check(session.client().Partitions(&partitions), "reading the partition table");
+    for (const ramp::PartitionStatus& p : partitions) {
+      PgCall([&] {
+        Datum values[8];
+        bool nulls[8] = {};
+        values[0] = Int64GetDatum(static_cast<int64>(p.id.keyspace));
+        values[1] = Int32GetDatum(static_cast<int32>(p.id.bucket));
+        values[2] = Int32GetDatum(static_cast<int32>(p.owner));
+        values[3] = Int32GetDatum(static_cast<int32>(p.home));
+        values[4] = Int64GetDatum(static_cast<int64>(p.epoch));
+        values[5] = Int64GetDatum(static_cast<int64>(p.keys));
+        values[6] = Int64GetDatum(static_cast<int64>(p.bytes));
+        values[7] = Float8GetDatum(p.ops_per_sec);
+        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+      });
+    }
+  });
+  return static_cast<Datum>(0);
+}
+
+// Removes from the cluster the keyspaces of dropped relations whose removal after commit
+// failed (the rows ramp.keyspaces keeps with kind 'd'); returns how many were removed.
+PG_FUNCTION_INFO_V1(ramp_collect_garbage);
+Datum ramp_collect_garbage(PG_FUNCTION_ARGS) {
+  using namespace pgramp;
+  const int32 removed = Boundary([&] {
+    constexpr int kBatch = 1024;
+    int64 ids[kBatch];
+    const int n = PgCall([&] { return CatalogListDropped(ids, kBatch); });
+    int32 count = 0;
+    Session& session = Session::Get();
+    for (int i = 0; i < n; i++) {
+      session.Check(session.client().DropKeyspace(static_cast<ramp::KeyspaceId>(ids[i])),
+                    "removing the keyspace of a dropped relation");
+      const int64 id = ids[i];
+      PgCall([&] { CatalogForget(id); });
+      count++;
+    }
+    return count;
+  });
+  PG_RETURN_INT32(removed);
+}
+
+// Event trigger (sql_drop): relations were dropped; ramp.keyspaces is reconciled with
+// pg_class at pre-commit and their keyspaces are removed from the cluster after commit.
+PG_FUNCTION_INFO_V1(ramp_on_sql_drop);
+Datum ramp_on_sql_drop(PG_FUNCTION_ARGS) {
+  if (!CALLED_AS_EVENT_TRIGGER(fcinfo)) {
+    ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                    errmsg("ramp.on_sql_drop() must be called as an event trigger")));
+  }
+  pgramp::Boundary([] { pgramp::Xact().catalog_changed = true; });
+  PG_RETURN_NULL();
+}
+}

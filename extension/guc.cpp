@@ -1,0 +1,116 @@
+// ramp.* settings.
+#include <cstdio>
+#include <vector>
+
+#include "ramp/status.h"
+#include "ramp/transport/endpoint.h"
+
+#include "guc.hpp"
+#include "pg.hpp"
+
+namespace pgramp::guc {
+
+char* nodes = nullptr;
+int transport = 0;
+int read_path = 2;
+int timeout_ms = 10000;
+int connect_timeout_ms = 5000;
+char* token_file = nullptr;
+int buckets = 16;
+int debug_commit_delay_us = 0;
+bool debug_unchecked_lookups = false;
+
+namespace {
+
+// The names the client library parses (ParseClientOptions); order = GUC enum values.
+const struct config_enum_entry kTransportOptions[] = {
+    {"shm", 0, false}, {"tcp", 1, false}, {"verbs", 2, false}, {nullptr, 0, false}};
+const struct config_enum_entry kReadPathOptions[] = {
+    {"rpc", 0, false}, {"get+", 1, false}, {"get*", 2, false}, {nullptr, 0, false}};
+
+uint64_t generation = 1;
+
+bool CheckNodes(char** newval, void** extra, GucSource source) {
+  if (*newval == nullptr || **newval == '\0') return true;
+  char error[512] = "";
+  bool ok = false;
+  try {
+    std::vector<ramp::transport::Endpoint> endpoints;
+    ramp::Status s = ramp::transport::ParseEndpointList(*newval, &endpoints);
+    if (s.ok()) {
+      ok = true;
+    } else {
+      snprintf(error, sizeof error, "%s", s.message().c_str());
+    }
+  } catch (...) {
+    snprintf(error, sizeof error, "could not parse the endpoint list");
+  }
+  if (!ok) {
+    GUC_check_errdetail("%s", error);
+    GUC_check_errhint(
+        "ramp.nodes is a comma-separated list such as "
+        "'tcp://10.0.0.5:7400,tcp://10.0.0.6:7400'.");
+  }
+  return ok;
+}
+
+void BumpString(const char* newval, void* extra) {
+  generation++;
+}
+void BumpInt(int newval, void* extra) {
+  generation++;
+}
+
+}  // namespace
+
+const char* TransportName() {
+  return kTransportOptions[transport].name;
+}
+const char* ReadPathName() {
+  return kReadPathOptions[read_path].name;
+}
+uint64_t ConfigGeneration() {
+  return generation;
+}
+
+void Define() {
+  DefineCustomStringVariable(
+      "ramp.nodes", "Seed servers of the ramp cluster (comma-separated endpoints).",
+      "For example tcp://10.0.0.5:7400,tcp://10.0.0.6:7400; the servers tell the client "
+      "about the rest of the cluster.",
+      &nodes, "", PGC_USERSET, 0, CheckNodes, BumpString, nullptr);
+  DefineCustomEnumVariable("ramp.transport",
+                           "Provider of the ring and one-sided connections (shm, tcp, verbs).",
+                           "The rpc read path always uses tcp.", &transport, 0, kTransportOptions,
+                           PGC_USERSET, 0, nullptr, BumpInt, nullptr);
+  DefineCustomEnumVariable("ramp.read_path", "How reads reach the servers (rpc, get+, get*).",
+                           "rpc: request/response over sockets; get+: requests through message "
+                           "rings; get*: one-sided reads with an address cache.",
+                           &read_path, 2, kReadPathOptions, PGC_USERSET, 0, nullptr, BumpInt,
+                           nullptr);
+  DefineCustomIntVariable(
+      "ramp.timeout_ms", "How long a request to the ramp cluster may wait for an answer.", nullptr,
+      &timeout_ms, 10000, 1, 3600 * 1000, PGC_USERSET, GUC_UNIT_MS, nullptr, BumpInt, nullptr);
+  DefineCustomIntVariable("ramp.connect_timeout_ms",
+                          "How long connecting to a ramp server may take.", nullptr,
+                          &connect_timeout_ms, 5000, 1, 600 * 1000, PGC_USERSET, GUC_UNIT_MS,
+                          nullptr, BumpInt, nullptr);
+  DefineCustomStringVariable("ramp.token_file",
+                             "File holding the cluster token that authenticates this client.",
+                             "Empty: no token (clusters started without --token-file).",
+                             &token_file, "", PGC_SUSET, 0, nullptr, BumpString, nullptr);
+  DefineCustomIntVariable("ramp.buckets", "Partitions of a new ramp table or index.",
+                          "Fixed when the relation's storage is created (CREATE, TRUNCATE).",
+                          &buckets, 16, 1, 65536, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("ramp.debug_commit_delay_us",
+                          "Test only: commits reach one server this long before the others.",
+                          nullptr, &debug_commit_delay_us, 0, 0, 10 * 1000 * 1000, PGC_SUSET,
+                          GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, nullptr, BumpInt, nullptr);
+  DefineCustomBoolVariable("ramp.debug_unchecked_lookups",
+                           "Test only: ramp_hash lookups skip their consistency check.", nullptr,
+                           &debug_unchecked_lookups, false, PGC_SUSET,
+                           GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
+  MarkGUCPrefixReserved("ramp");
+}
+
+}  // namespace pgramp::guc

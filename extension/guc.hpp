@@ -1,0 +1,29 @@
+// GUCs of the extension (ramp.*). Defined in _PG_init.
+#pragma once
+
+#include <cstdint>
+
+namespace pgramp::guc {
+
+extern char* nodes;             // ramp.nodes: comma-separated seed endpoints
+extern int transport;           // ramp.transport: index into kTransportNames
+extern int read_path;           // ramp.read_path: index into kReadPathNames
+extern int timeout_ms;          // ramp.timeout_ms
+extern int connect_timeout_ms;  // ramp.connect_timeout_ms
+extern char* token_file;        // ramp.token_file (superuser only)
+extern int buckets;             // ramp.buckets: partitions of a new keyspace
+// Fault injection for tests (superuser, hidden): the client's debug_commit_delay_us, and
+// ramp_hash lookups without their consistency check (the atomicity test proves with it
+// that it catches fractured reads).
+extern int debug_commit_delay_us;
+extern bool debug_unchecked_lookups;
+
+const char* TransportName();  // "shm", "tcp", "verbs"
+const char* ReadPathName();   // "rpc", "get+", "get*"
+
+// Bumped whenever a setting that shapes the client changes: the session reopens its client.
+uint64_t ConfigGeneration();
+
+void Define();
+
+}  // namespace pgramp::guc

@@ -1,0 +1,24 @@
+// ramp_hash cost model: one request to one partition returns every entry of the value; the
+// rows are then fetched by the table AM (costed by the planner from the table's size).
+#include "hashindex/hashindex.hpp"
+
+namespace pgramp::hashindex {
+
+void CostEstimate(struct PlannerInfo* root, struct IndexPath* path, double loop_count,
+                  Cost* startup_cost, Cost* total_cost, Selectivity* selectivity,
+                  double* correlation, double* pages) {
+  GenericCosts costs;
+  memset(&costs, 0, sizeof(costs));
+  genericcostestimate(root, path, loop_count, &costs);
+  // The entries of a value are one remote request, whatever the index's local size says
+  // (a ramp_hash index has no local pages): one random page per lookup, plus CPU per entry.
+  // Costs are per lookup (the planner multiplies by loop_count).
+  *startup_cost = 0;
+  *total_cost =
+      random_page_cost + costs.numIndexTuples * (cpu_index_tuple_cost + cpu_operator_cost);
+  *selectivity = costs.indexSelectivity;
+  *correlation = 0;  // row ids are unrelated to values
+  *pages = 1;
+}
+
+}  // namespace pgramp::hashindex

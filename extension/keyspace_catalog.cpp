@@ -1,0 +1,427 @@
+#include <algorithm>
+#include <cinttypes>
+#include <string>
+
+#include "guc.hpp"
+#include "keys.hpp"
+#include "xact.hpp"
+
+#include "boundary.hpp"
+#include "keyspace_catalog.hpp"
+
+namespace pgramp {
+
+namespace {
+
+// Columns of ramp.keyspaces (sql/pg_ramp--1.0.sql).
+constexpr AttrNumber kAttKeyspace = 1;
+constexpr AttrNumber kAttRelid = 2;
+constexpr AttrNumber kAttTablespace = 3;
+constexpr AttrNumber kAttRelfilenode = 4;
+constexpr AttrNumber kAttBuckets = 5;
+constexpr AttrNumber kAttKind = 6;
+constexpr AttrNumber kAttGeneration = 7;
+constexpr int kNatts = 7;
+
+constexpr int64 kFirstKeyspace = int64{1} << 16;  // lower ids are reserved
+
+KeyspaceRow RowFromTuple(HeapTuple tuple, TupleDesc desc) {
+  Datum values[kNatts];
+  bool nulls[kNatts];
+  heap_deform_tuple(tuple, desc, values, nulls);
+  KeyspaceRow row;
+  row.found = true;
+  row.keyspace = DatumGetInt64(values[kAttKeyspace - 1]);
+  row.relid = DatumGetObjectId(values[kAttRelid - 1]);
+  row.reltablespace =
+      nulls[kAttTablespace - 1] ? InvalidOid : DatumGetObjectId(values[kAttTablespace - 1]);
+  row.relfilenode =
+      nulls[kAttRelfilenode - 1] ? InvalidOid : DatumGetObjectId(values[kAttRelfilenode - 1]);
+  row.buckets = DatumGetInt32(values[kAttBuckets - 1]);
+  row.kind = DatumGetChar(values[kAttKind - 1]);
+  row.generation = DatumGetInt32(values[kAttGeneration - 1]);
+  return row;
+}
+
+KeyspaceRow NotFound() {
+  KeyspaceRow row;
+  memset(&row, 0, sizeof row);
+  row.found = false;
+  return row;
+}
+
+Oid KeyspacesIndexId(const char* name) {
+  Oid nsp = get_namespace_oid("ramp", false);
+  Oid index = get_relname_relid(name, nsp);
+  if (!OidIsValid(index)) elog(ERROR, "pg_ramp: index ramp.%s is missing", name);
+  return index;
+}
+
+// First row matching one key, with the given snapshot (NULL = catalog snapshot).
+KeyspaceRow FindOne(const char* index_name, ScanKeyData* keys, int nkeys, Snapshot snapshot) {
+  Relation rel = table_open(KeyspacesRelationId(false), AccessShareLock);
+  SysScanDesc scan =
+      systable_beginscan(rel, KeyspacesIndexId(index_name), true, snapshot, nkeys, keys);
+  HeapTuple tuple = systable_getnext(scan);
+  KeyspaceRow row =
+      HeapTupleIsValid(tuple) ? RowFromTuple(tuple, RelationGetDescr(rel)) : NotFound();
+  systable_endscan(scan);
+  table_close(rel, AccessShareLock);
+  return row;
+}
+
+KeyspaceRow FindByKeyspace(int64 keyspace, Snapshot snapshot) {
+  ScanKeyData key[1];
+  ScanKeyInit(&key[0], kAttKeyspace, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(keyspace));
+  return FindOne("keyspaces_pkey", key, 1, snapshot);
+}
+
+int64 DeriveKeyspace(const char* db, const char* nsp, const char* rel, int32 generation) {
+  // No allocation: this runs inside PostgreSQL code paths (see boundary.hpp).
+  static const char kSeparator = '\0';
+  uint64_t h = StableHash64("pg_ramp/keyspace/v1");
+  for (const char* part : {db, nsp, rel}) {
+    h = StableHash64(std::string_view(&kSeparator, 1), h);
+    h = StableHash64(part, h);
+  }
+  char gen[16];
+  snprintf(gen, sizeof gen, "%d", static_cast<int>(generation));
+  h = StableHash64(std::string_view(&kSeparator, 1), h);
+  h = StableHash64(gen, h);
+  int64 id = static_cast<int64>(h & 0x7FFFFFFFFFFFFFFFull);
+  if (id < kFirstKeyspace) id += kFirstKeyspace;
+  return id;
+}
+
+// Replaces columns of the row with the given keyspace (SnapshotSelf: sees this command's rows).
+void UpdateRow(int64 keyspace, const bool* replace, const Datum* values, const bool* nulls) {
+  Relation rel = table_open(KeyspacesRelationId(false), RowExclusiveLock);
+  ScanKeyData key[1];
+  ScanKeyInit(&key[0], kAttKeyspace, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(keyspace));
+  SysScanDesc scan =
+      systable_beginscan(rel, KeyspacesIndexId("keyspaces_pkey"), true, SnapshotSelf, 1, key);
+  HeapTuple tuple = systable_getnext(scan);
+  if (HeapTupleIsValid(tuple)) {
+    HeapTuple updated = heap_modify_tuple(tuple, RelationGetDescr(rel), const_cast<Datum*>(values),
+                                          const_cast<bool*>(nulls), const_cast<bool*>(replace));
+    CatalogTupleUpdate(rel, &updated->t_self, updated);
+    heap_freetuple(updated);
+  }
+  systable_endscan(scan);
+  table_close(rel, RowExclusiveLock);
+}
+
+}  // namespace
+
+Oid KeyspacesRelationId(bool missing_ok) {
+  Oid nsp = get_namespace_oid("ramp", missing_ok);
+  Oid rel = OidIsValid(nsp) ? get_relname_relid("keyspaces", nsp) : InvalidOid;
+  if (!OidIsValid(rel) && !missing_ok) {
+    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("ramp.keyspaces does not exist"),
+                    errhint("Run CREATE EXTENSION pg_ramp in this database.")));
+  }
+  return rel;
+}
+
+Oid StorageTablespace(Oid spcnode) {
+  return spcnode == MyDatabaseTableSpace ? InvalidOid : spcnode;
+}
+
+KeyspaceRow CatalogFindByStorage(Oid reltablespace, Oid relfilenode) {
+  ScanKeyData key[2];
+  ScanKeyInit(&key[0], kAttTablespace, BTEqualStrategyNumber, F_OIDEQ,
+              ObjectIdGetDatum(reltablespace));
+  ScanKeyInit(&key[1], kAttRelfilenode, BTEqualStrategyNumber, F_OIDEQ,
+              ObjectIdGetDatum(relfilenode));
+  return FindOne("keyspaces_storage", key, 2, nullptr);
+}
+
+KeyspaceRow CatalogFindByRelid(Oid relid) {
+  Relation catalog = table_open(KeyspacesRelationId(false), AccessShareLock);
+  ScanKeyData key[1];
+  ScanKeyInit(&key[0], kAttRelid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+  SysScanDesc scan = systable_beginscan(catalog, InvalidOid, false, nullptr, 1, key);
+  KeyspaceRow best = NotFound();
+  HeapTuple tuple;
+  while (HeapTupleIsValid(tuple = systable_getnext(scan))) {
+    KeyspaceRow row = RowFromTuple(tuple, RelationGetDescr(catalog));
+    if (row.kind != kKindDropped && (!best.found || row.generation > best.generation)) best = row;
+  }
+  systable_endscan(scan);
+  table_close(catalog, AccessShareLock);
+  return best;
+}
+
+KeyspaceRow CatalogCreate(Relation rel, const RelFileNode* node, char kind, int32 buckets,
+                          int32 min_generation) {
+  const char* db = get_database_name(MyDatabaseId);
+  const char* nsp = get_namespace_name(RelationGetNamespace(rel));
+  const char* name = RelationGetRelationName(rel);
+  int32 generation = std::max(min_generation, 1);
+  int64 keyspace = DeriveKeyspace(db, nsp, name, generation);
+  // The same name was used before (DROP + CREATE, REINDEX, ...): move on to a generation whose
+  // keyspace is unused, so old data (even if its removal from the cluster is still pending)
+  // never shows up in the new relation.
+  while (FindByKeyspace(keyspace, SnapshotSelf).found) {
+    generation++;
+    keyspace = DeriveKeyspace(db, nsp, name, generation);
+  }
+
+  Relation catalog = table_open(KeyspacesRelationId(false), RowExclusiveLock);
+  Datum values[kNatts];
+  bool nulls[kNatts] = {false, false, false, false, false, false, false};
+  values[kAttKeyspace - 1] = Int64GetDatum(keyspace);
+  values[kAttRelid - 1] = ObjectIdGetDatum(RelationGetRelid(rel));
+  values[kAttTablespace - 1] = ObjectIdGetDatum(StorageTablespace(node->spcNode));
+  values[kAttRelfilenode - 1] = ObjectIdGetDatum(node->relNode);
+  values[kAttBuckets - 1] = Int32GetDatum(buckets);
+  values[kAttKind - 1] = CharGetDatum(kind);
+  values[kAttGeneration - 1] = Int32GetDatum(generation);
+  HeapTuple tuple = heap_form_tuple(RelationGetDescr(catalog), values, nulls);
+  CatalogTupleInsert(catalog, tuple);
+  heap_freetuple(tuple);
+  table_close(catalog, RowExclusiveLock);
+
+  KeyspaceRow row;
+  row.found = true;
+  row.keyspace = keyspace;
+  row.buckets = buckets;
+  row.kind = kind;
+  row.generation = generation;
+  row.relid = RelationGetRelid(rel);
+  row.reltablespace = StorageTablespace(node->spcNode);
+  row.relfilenode = node->relNode;
+  return row;
+}
+
+void CatalogMoveStorage(int64 keyspace, const RelFileNode* node) {
+  Datum values[kNatts] = {};
+  bool nulls[kNatts] = {};
+  bool replace[kNatts] = {};
+  values[kAttTablespace - 1] = ObjectIdGetDatum(StorageTablespace(node->spcNode));
+  values[kAttRelfilenode - 1] = ObjectIdGetDatum(node->relNode);
+  replace[kAttTablespace - 1] = replace[kAttRelfilenode - 1] = true;
+  UpdateRow(keyspace, replace, values, nulls);
+}
+
+int CatalogRetireOrphans(int64* out, int max) {
+  Oid catalog_id = KeyspacesRelationId(true);
+  if (!OidIsValid(catalog_id)) return 0;  // DROP EXTENSION in progress
+  Relation catalog = table_open(catalog_id, RowExclusiveLock);
+  Relation pg_class = table_open(RelationRelationId, AccessShareLock);
+
+  // Collect first, update afterwards (the scan must not meet its own updates).
+  List* retire = NIL;
+  List* relink = NIL;  // (keyspace, relid) pairs whose relid changed (storage swapped)
+  List* moved = NIL;   // (keyspace, reltablespace, relfilenode) of storage that moved
+  SysScanDesc scan = systable_beginscan(catalog, InvalidOid, false, SnapshotSelf, 0, nullptr);
+  HeapTuple tuple;
+  while (HeapTupleIsValid(tuple = systable_getnext(scan))) {
+    KeyspaceRow row = RowFromTuple(tuple, RelationGetDescr(catalog));
+    if (row.kind == kKindDropped) continue;
+    ScanKeyData key[2];
+    ScanKeyInit(&key[0], Anum_pg_class_reltablespace, BTEqualStrategyNumber, F_OIDEQ,
+                ObjectIdGetDatum(row.reltablespace));
+    ScanKeyInit(&key[1], Anum_pg_class_relfilenode, BTEqualStrategyNumber, F_OIDEQ,
+                ObjectIdGetDatum(row.relfilenode));
+    SysScanDesc cscan =
+        systable_beginscan(pg_class, ClassTblspcRelfilenodeIndexId, true, SnapshotSelf, 2, key);
+    HeapTuple ctuple = systable_getnext(cscan);
+    if (!HeapTupleIsValid(ctuple)) {
+      // The storage is gone. If the relation still exists and its current storage has no
+      // keyspace, the storage moved without telling the AM (ALTER INDEX ... SET TABLESPACE
+      // copies index files itself): the keyspace follows it. Otherwise the relation was
+      // dropped, truncated or rewritten, and the keyspace is retired.
+      Oid moved_spc = InvalidOid;
+      Oid moved_node = InvalidOid;
+      HeapTuple rtuple = SearchSysCacheCopy1(RELOID, ObjectIdGetDatum(row.relid));
+      if (HeapTupleIsValid(rtuple)) {
+        Form_pg_class form = reinterpret_cast<Form_pg_class>(GETSTRUCT(rtuple));
+        ScanKeyData skey[2];
+        ScanKeyInit(&skey[0], kAttTablespace, BTEqualStrategyNumber, F_OIDEQ,
+                    ObjectIdGetDatum(form->reltablespace));
+        ScanKeyInit(&skey[1], kAttRelfilenode, BTEqualStrategyNumber, F_OIDEQ,
+                    ObjectIdGetDatum(form->relfilenode));
+        if (OidIsValid(form->relfilenode) &&
+            !FindOne("keyspaces_storage", skey, 2, SnapshotSelf).found) {
+          moved_spc = form->reltablespace;
+          moved_node = form->relfilenode;
+        }
+        heap_freetuple(rtuple);
+      }
+      if (OidIsValid(moved_node)) {
+        int64* move = static_cast<int64*>(palloc(3 * sizeof(int64)));
+        move[0] = row.keyspace;
+        move[1] = moved_spc;
+        move[2] = moved_node;
+        moved = lappend(moved, move);
+      } else {
+        int64* ks = static_cast<int64*>(palloc(sizeof(int64)));
+        *ks = row.keyspace;
+        retire = lappend(retire, ks);
+      }
+    } else {
+      Oid relid = ((Form_pg_class)GETSTRUCT(ctuple))->oid;
+      if (relid != row.relid) {
+        int64* pair = static_cast<int64*>(palloc(2 * sizeof(int64)));
+        pair[0] = row.keyspace;
+        pair[1] = relid;
+        relink = lappend(relink, pair);
+      }
+    }
+    systable_endscan(cscan);
+  }
+  systable_endscan(scan);
+  table_close(pg_class, AccessShareLock);
+  table_close(catalog, RowExclusiveLock);
+
+  int n = 0;
+  ListCell* lc;
+  foreach (lc, retire) {
+    int64 keyspace = *static_cast<int64*>(lfirst(lc));
+    Datum values[kNatts] = {};
+    bool nulls[kNatts] = {};
+    bool replace[kNatts] = {};
+    values[kAttKind - 1] = CharGetDatum(kKindDropped);
+    nulls[kAttTablespace - 1] = nulls[kAttRelfilenode - 1] = true;
+    replace[kAttKind - 1] = replace[kAttTablespace - 1] = replace[kAttRelfilenode - 1] = true;
+    UpdateRow(keyspace, replace, values, nulls);
+    if (n < max) out[n] = keyspace;
+    n++;
+  }
+  foreach (lc, moved) {
+    int64* move = static_cast<int64*>(lfirst(lc));
+    Datum values[kNatts] = {};
+    bool nulls[kNatts] = {};
+    bool replace[kNatts] = {};
+    values[kAttTablespace - 1] = ObjectIdGetDatum(static_cast<Oid>(move[1]));
+    values[kAttRelfilenode - 1] = ObjectIdGetDatum(static_cast<Oid>(move[2]));
+    replace[kAttTablespace - 1] = replace[kAttRelfilenode - 1] = true;
+    UpdateRow(move[0], replace, values, nulls);
+  }
+  foreach (lc, relink) {
+    int64* pair = static_cast<int64*>(lfirst(lc));
+    Datum values[kNatts] = {};
+    bool nulls[kNatts] = {};
+    bool replace[kNatts] = {};
+    values[kAttRelid - 1] = ObjectIdGetDatum(static_cast<Oid>(pair[1]));
+    replace[kAttRelid - 1] = true;
+    UpdateRow(pair[0], replace, values, nulls);
+  }
+  return n;
+}
+
+int CatalogListDropped(int64* out, int max) {
+  Relation catalog = table_open(KeyspacesRelationId(false), AccessShareLock);
+  ScanKeyData key[1];
+  ScanKeyInit(&key[0], kAttKind, BTEqualStrategyNumber, F_CHAREQ, CharGetDatum(kKindDropped));
+  SysScanDesc scan = systable_beginscan(catalog, InvalidOid, false, nullptr, 1, key);
+  int n = 0;
+  HeapTuple tuple;
+  while (n < max && HeapTupleIsValid(tuple = systable_getnext(scan))) {
+    out[n++] = RowFromTuple(tuple, RelationGetDescr(catalog)).keyspace;
+  }
+  systable_endscan(scan);
+  table_close(catalog, AccessShareLock);
+  return n;
+}
+
+void CatalogForget(int64 keyspace) {
+  Relation catalog = table_open(KeyspacesRelationId(false), RowExclusiveLock);
+  ScanKeyData key[1];
+  ScanKeyInit(&key[0], kAttKeyspace, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(keyspace));
+  SysScanDesc scan =
+      systable_beginscan(catalog, KeyspacesIndexId("keyspaces_pkey"), true, nullptr, 1, key);
+  HeapTuple tuple = systable_getnext(scan);
+  if (HeapTupleIsValid(tuple)) CatalogTupleDelete(catalog, &tuple->t_self);
+  systable_endscan(scan);
+  table_close(catalog, RowExclusiveLock);
+}
+
+// ---- C++ side ----
+
+namespace {
+
+constexpr uint32_t kAmCacheMagic = 0x52414d50;  // "RAMP"
+
+// What rd_amcache holds for ramp tables and ramp_hash indexes (plain data: the relcache
+// pfree()s it on invalidation).
+struct AmCache {
+  uint32_t magic;
+  Oid reltablespace;
+  Oid relfilenode;
+  ramp::KeyspaceId keyspace;
+  uint32_t buckets;
+  bool grouped;
+};
+
+StorageId StorageOf(const RelFileNode& node) {
+  return StorageId{StorageTablespace(node.spcNode), node.relNode};
+}
+
+}  // namespace
+
+KeyspaceRef RelationKeyspace(Relation rel) {
+  const StorageId storage = StorageOf(rel->rd_node);
+  if (XactState* x = XactIfAny()) {
+    auto it = x->created.find(storage);
+    if (it != x->created.end()) return it->second;
+  }
+  auto* cache = static_cast<AmCache*>(rel->rd_amcache);
+  if (cache != nullptr && cache->magic == kAmCacheMagic && cache->reltablespace == storage.first &&
+      cache->relfilenode == storage.second) {
+    return KeyspaceRef{cache->keyspace, cache->buckets, cache->grouped, false};
+  }
+  KeyspaceRow row = PgCall([&] { return CatalogFindByStorage(storage.first, storage.second); });
+  if ((!row.found || row.kind == kKindDropped) && rel->rd_rel->relkind == RELKIND_INDEX) {
+    // The index's storage moved without an AM callback (ALTER INDEX ... SET TABLESPACE);
+    // the next reconciliation of ramp.keyspaces records the move.
+    const Oid relid = RelationGetRelid(rel);
+    row = PgCall([&] { return CatalogFindByRelid(relid); });
+  }
+  if (!row.found || row.kind == kKindDropped) {
+    throw SqlError(
+        ERRCODE_UNDEFINED_OBJECT,
+        std::string("relation \"") + RelationGetRelationName(rel) + "\" has no ramp keyspace",
+        "ramp.keyspaces has no row for its storage (tablespace " + std::to_string(storage.first) +
+            ", relfilenode " + std::to_string(storage.second) + ").",
+        "ramp.keyspaces must not be modified by hand.");
+  }
+  KeyspaceRef ref{static_cast<ramp::KeyspaceId>(row.keyspace), static_cast<uint32_t>(row.buckets),
+                  row.kind == kKindIndex, false};
+  auto* fresh = static_cast<AmCache*>(
+      PgCall([&] { return MemoryContextAllocZero(CacheMemoryContext, sizeof(AmCache)); }));
+  *fresh = AmCache{kAmCacheMagic, storage.first, storage.second, ref.id, ref.buckets, ref.grouped};
+  if (rel->rd_amcache != nullptr) PgCall([&] { pfree(rel->rd_amcache); });
+  rel->rd_amcache = fresh;
+  return ref;
+}
+
+KeyspaceRef CreateRelationKeyspace(Relation rel, const RelFileNode* node, char kind) {
+  const StorageId storage = StorageOf(*node);
+  XactState& x = Xact();
+  auto it = x.created.find(storage);
+  if (it != x.created.end()) return it->second;
+  KeyspaceRow existing =
+      PgCall([&] { return CatalogFindByStorage(storage.first, storage.second); });
+  if (existing.found && existing.kind != kKindDropped) {
+    return KeyspaceRef{static_cast<ramp::KeyspaceId>(existing.keyspace),
+                       static_cast<uint32_t>(existing.buckets), existing.kind == kKindIndex, false};
+  }
+  // New storage for an existing relation (TRUNCATE): the next generation of its keyspace.
+  int32 min_generation = 1;
+  if (rel->rd_node.relNode != node->relNode || rel->rd_node.spcNode != node->spcNode) {
+    const StorageId current = StorageOf(rel->rd_node);
+    KeyspaceRow old = PgCall([&] { return CatalogFindByStorage(current.first, current.second); });
+    if (old.found) min_generation = old.generation + 1;
+  }
+  const int32 buckets = guc::buckets;
+  KeyspaceRow row = PgCall([&] { return CatalogCreate(rel, node, kind, buckets, min_generation); });
+  KeyspaceRef ref{static_cast<ramp::KeyspaceId>(row.keyspace), static_cast<uint32_t>(row.buckets),
+                  kind == kKindIndex, true};
+  x.created[storage] = ref;
+  x.catalog_changed = true;
+  return ref;
+}
+
+}  // namespace pgramp

@@ -1,0 +1,72 @@
+// pg_ramp: module initialization (GUCs, transaction callbacks, planner hook).
+#include "xact.hpp"
+
+#include "guc.hpp"
+#include "hashindex/hashindex.hpp"
+#include "tableam/tableam.hpp"
+
+extern "C" {
+PG_MODULE_MAGIC;
+}
+
+namespace pgramp {
+
+namespace {
+
+set_rel_pathlist_hook_type previous_set_rel_pathlist = nullptr;
+
+bool IsBitmapHeapPath(Path* path) {
+  return IsA(path, BitmapHeapPath);
+}
+
+// Drops the bitmap heap paths of a list (see below).
+List* WithoutBitmapHeapPaths(List* paths) {
+  ListCell* lc;
+  foreach (lc, paths) {
+    if (IsBitmapHeapPath(static_cast<Path*>(lfirst(lc)))) {
+      paths = foreach_delete_current(paths, lc);
+    }
+  }
+  return paths;
+}
+
+// Planner hook for ramp tables (only PostgreSQL code here: no boundary needed).
+//  - Parallel workers cannot see the leader's buffered ramp writes: once the transaction has
+//    written anything, ramp tables are planned without partial (parallel) paths.
+//  - Bitmap heap scans prefetch table blocks through md.c, which fails for blocks beyond the
+//    first segment of the (empty) local main fork: with prefetching on, tables whose row-id
+//    blocks go past RELSEG_SIZE (33.5 M row ids) get no bitmap heap paths (index scans and
+//    sequential scans remain).
+void SetRelPathlist(PlannerInfo* root, RelOptInfo* rel, Index rti, RangeTblEntry* rte) {
+  if (previous_set_rel_pathlist != nullptr) previous_set_rel_pathlist(root, rel, rti, rte);
+  if (rte->rtekind != RTE_RELATION || rte->relkind != RELKIND_RELATION) return;
+  const XactState* x = XactIfAny();
+  const bool has_writes = x != nullptr && !x->writes.empty();
+  const bool prefetching = get_tablespace_io_concurrency(rel->reltablespace) > 0;
+  if (!(has_writes && rel->partial_pathlist != NIL) && !prefetching) return;
+  Relation relation = RelationIdGetRelation(rte->relid);
+  if (relation == nullptr) return;
+  const bool ramp = tam::IsRampTable(relation);
+  const bool big = ramp && prefetching && tam::CachedRowIdBlocks(relation) >= RELSEG_SIZE;
+  RelationClose(relation);
+  if (!ramp) return;
+  if (has_writes) rel->partial_pathlist = NIL;
+  if (big) {
+    rel->pathlist = WithoutBitmapHeapPaths(rel->pathlist);
+    rel->partial_pathlist = WithoutBitmapHeapPaths(rel->partial_pathlist);
+  }
+}
+
+}  // namespace
+
+}  // namespace pgramp
+
+extern "C" {
+void _PG_init(void) {
+  pgramp::guc::Define();
+  pgramp::hashindex::InitReloptions();
+  pgramp::InstallXactCallbacks();
+  pgramp::previous_set_rel_pathlist = set_rel_pathlist_hook;
+  set_rel_pathlist_hook = pgramp::SetRelPathlist;
+}
+}

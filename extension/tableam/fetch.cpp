@@ -1,0 +1,217 @@
+// Reads of single rows by TID: index scans, TID scans, EvalPlanQual, triggers, and the
+// multi-row fetch shared by bitmap and ANALYZE scans.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "ramp/client.h"
+
+#include "keys.hpp"
+#include "session.hpp"
+#include "xact.hpp"
+
+#include "keyspace_catalog.hpp"
+#include "tableam/tableam.hpp"
+
+namespace pgramp::tam {
+
+namespace {
+
+// What the transaction's own writes say about a row.
+enum class Own { kUnknown, kVisible, kInvisible };
+
+Own OwnVerdict(const KeyspaceRef& ks, const Visibility& vis, uint64_t rowid,
+               const BufferedWrite** entry) {
+  *entry = nullptr;
+  const XactState* x = XactIfAny();
+  if (x == nullptr) return Own::kUnknown;
+  const BufferedWrite* w = x->writes.Find(ks.id, EntryKey{0, rowid});
+  if (w == nullptr) return Own::kUnknown;
+  *entry = w;
+  if (vis.SeesDelete(*w)) return Own::kInvisible;
+  if (w->inserted) return vis.SeesInsert(*w) ? Own::kVisible : Own::kInvisible;
+  return Own::kUnknown;  // a committed row this transaction deletes later than vis sees
+}
+
+struct IndexFetch {
+  IndexFetchTableData base;
+  // plain data: no C++ resources, so an abandoned fetch needs no cleanup
+  bool ks_known;
+  KeyspaceRef ks;
+};
+
+}  // namespace
+
+void FetchRows(const KeyspaceRef& ks, const Visibility& vis, const std::vector<uint64_t>& rowids,
+               FetchedRows* out) {
+  out->rows.clear();
+  out->dead = 0;
+  std::vector<uint64_t> remote;
+  for (uint64_t rowid : rowids) {
+    const BufferedWrite* own = nullptr;
+    switch (OwnVerdict(ks, vis, rowid, &own)) {
+      case Own::kVisible:
+        out->rows.push_back(RowVersion{rowid, {}, true, own->value});
+        break;
+      case Own::kInvisible:
+        break;
+      case Own::kUnknown:
+        if (ks.fresh) break;
+        if (const Session::PrefetchedRow* p = Session::Get().Prefetched(ks.id, rowid)) {
+          if (p->live) {
+            out->rows.push_back(RowVersion{rowid, p->ts, true, p->value});
+          } else if (!p->ts.zero()) {
+            out->dead++;
+          }
+          break;
+        }
+        remote.push_back(rowid);
+        break;
+    }
+  }
+  if (!remote.empty()) {
+    Session& session = Session::Get();
+    session.Define(ks);
+    std::vector<std::string> keys;
+    keys.reserve(remote.size());
+    for (uint64_t rowid : remote) keys.push_back(RowKey(rowid));
+    std::vector<ramp::ReadItem> items;
+    items.reserve(remote.size());
+    for (size_t i = 0; i < remote.size(); i++) {
+      items.push_back(ramp::ReadItem{ks.id, keys[i], {}});
+    }
+    std::vector<ramp::ReadResult> results;
+    session.Check(session.reader().GetAll(items, &results), "reading rows of a ramp table");
+    for (size_t i = 0; i < results.size() && i < remote.size(); i++) {
+      ramp::ReadResult& r = results[i];
+      if (r.found) {
+        session.RememberVersion(ks.id, remote[i], r.ts);
+        out->rows.push_back(RowVersion{remote[i], r.ts, true, std::move(r.value)});
+      } else if (!r.ts.zero()) {
+        out->dead++;
+      }
+    }
+  }
+  std::sort(out->rows.begin(), out->rows.end(),
+            [](const RowVersion& a, const RowVersion& b) { return a.rowid < b.rowid; });
+}
+
+bool FetchRow(const KeyspaceRef& ks, const Visibility& vis, uint64_t rowid, RowVersion* out,
+              bool* dead) {
+  if (dead != nullptr) *dead = false;
+  const BufferedWrite* own = nullptr;
+  switch (OwnVerdict(ks, vis, rowid, &own)) {
+    case Own::kVisible:
+      *out = RowVersion{rowid, {}, true, own->value};
+      return true;
+    case Own::kInvisible:
+      return false;
+    case Own::kUnknown:
+      break;
+  }
+  if (ks.fresh) return false;
+  Session& session = Session::Get();
+  if (const Session::PrefetchedRow* p = session.Prefetched(ks.id, rowid)) {
+    if (!p->live) {
+      if (dead != nullptr) *dead = !p->ts.zero();
+      return false;
+    }
+    *out = RowVersion{rowid, p->ts, true, p->value};
+    return true;
+  }
+  session.Define(ks);
+  const std::string key = RowKey(rowid);
+  const ramp::ReadItem item{ks.id, key, {}};
+  std::vector<ramp::ReadResult> results;
+  session.Check(session.reader().GetAll(std::span<const ramp::ReadItem>(&item, 1), &results),
+                "reading a row of a ramp table");
+  if (results.empty() || !results[0].found) {
+    if (dead != nullptr && !results.empty() && !results[0].ts.zero()) *dead = true;
+    return false;
+  }
+  session.RememberVersion(ks.id, rowid, results[0].ts);
+  *out = RowVersion{rowid, results[0].ts, true, std::move(results[0].value)};
+  return true;
+}
+
+struct IndexFetchTableData* IndexFetchBegin(Relation rel) {
+  auto* fetch = static_cast<IndexFetch*>(palloc0(sizeof(IndexFetch)));
+  fetch->base.rel = rel;
+  fetch->ks_known = false;
+  return &fetch->base;
+}
+
+void IndexFetchReset(struct IndexFetchTableData* data) {}
+
+void IndexFetchEnd(struct IndexFetchTableData* data) {
+  pfree(data);
+}
+
+bool IndexFetchTuple(struct IndexFetchTableData* scan, ItemPointer tid, Snapshot snapshot,
+                     TupleTableSlot* slot, bool* call_again, bool* all_dead) {
+  *call_again = false;
+  if (all_dead != nullptr) *all_dead = false;
+  auto* fetch = reinterpret_cast<IndexFetch*>(scan);
+  const bool found = Boundary([&] {
+    uint64_t rowid = 0;
+    if (!RowIdOfTid(tid, &rowid)) return false;
+    if (!fetch->ks_known) {
+      fetch->ks = RelationKeyspace(scan->rel);
+      fetch->ks_known = true;
+    }
+    RowVersion row;
+    bool dead = false;
+    if (!FetchRow(fetch->ks, VisibilityOf(snapshot), rowid, &row, &dead)) {
+      // A committed deletion is final for every reader (row ids are never reused): local
+      // indexes may mark the entry dead and drop it later.
+      if (all_dead != nullptr) *all_dead = dead;
+      return false;
+    }
+    StoreRow(slot, scan->rel, rowid, row.value);
+    return true;
+  });
+  return found;
+}
+
+bool TupleFetchRowVersion(Relation rel, ItemPointer tid, Snapshot snapshot, TupleTableSlot* slot) {
+  return Boundary([&] {
+    uint64_t rowid = 0;
+    if (!RowIdOfTid(tid, &rowid)) return false;
+    RowVersion row;
+    if (!FetchRow(RelationKeyspace(rel), VisibilityOf(snapshot), rowid, &row, nullptr)) {
+      return false;
+    }
+    StoreRow(slot, rel, rowid, row.value);
+    return true;
+  });
+}
+
+bool TupleSatisfiesSnapshot(Relation rel, TupleTableSlot* slot, Snapshot snapshot) {
+  return Boundary([&] {
+    uint64_t rowid = 0;
+    if (!RowIdOfTid(&slot->tts_tid, &rowid)) return false;
+    RowVersion row;
+    return FetchRow(RelationKeyspace(rel), VisibilityOf(snapshot), rowid, &row, nullptr);
+  });
+}
+
+TransactionId IndexDeleteTuples(Relation rel, TM_IndexDeleteOp* delstate) {
+  // Entries the index AM already knows to be dead (IndexFetchTuple reported a committed
+  // deletion) may go; no speculative work (bottom-up deletion finds nothing to delete).
+  if (delstate->bottomup) {
+    delstate->ndeltids = 0;
+    return InvalidTransactionId;
+  }
+  int kept = 0;
+  for (int i = 0; i < delstate->ndeltids; i++) {
+    if (delstate->status[delstate->deltids[i].id].knowndeletable) {
+      delstate->deltids[kept++] = delstate->deltids[i];
+    }
+  }
+  delstate->ndeltids = kept;
+  // Row versions live on the ramp cluster, not in this server's WAL: no conflict horizon
+  // for standbys.
+  return InvalidTransactionId;
+}
+
+}  // namespace pgramp::tam

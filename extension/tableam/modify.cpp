@@ -1,0 +1,178 @@
+// INSERT, COPY, UPDATE, DELETE and row locks on ramp tables. Every write goes to the
+// transaction's buffer and reaches the cluster with the commit (xact.cpp).
+//
+// UPDATE = delete the old row id + insert a new one: local indexes on the old TID then never
+// return the new row, and no update chains are needed. DELETE and UPDATE carry the version
+// timestamp the transaction read, so a concurrent change makes the commit fail with 40001.
+#include <string>
+#include <vector>
+
+#include "ramp/client.h"
+
+#include "keys.hpp"
+#include "session.hpp"
+#include "xact.hpp"
+
+#include "hashindex/hashindex.hpp"
+#include "keyspace_catalog.hpp"
+#include "tableam/tableam.hpp"
+
+namespace pgramp::tam {
+
+namespace {
+
+void FillFailure(TM_FailureData* tmfd, ItemPointer tid, CommandId cmax) {
+  tmfd->ctid = *tid;
+  tmfd->xmax = InvalidTransactionId;
+  tmfd->cmax = cmax;
+  tmfd->traversed = false;
+}
+
+// Deletes the row at tid in the transaction's buffer (and its ramp_hash entries).
+TM_Result DeleteRow(Relation rel, ItemPointer tid, CommandId cid, TM_FailureData* tmfd) {
+  uint64_t rowid = 0;
+  if (!RowIdOfTid(tid, &rowid)) {
+    FillFailure(tmfd, tid, InvalidCommandId);
+    return TM_Deleted;
+  }
+  const KeyspaceRef ks = RelationKeyspace(rel);
+  XactState& x = Xact();
+  const SubXactIdT sub = GetCurrentSubTransactionId();
+  const EntryKey key{0, rowid};
+  const bool indexed = hashindex::HasRampHashIndexes(rel);
+
+  if (const BufferedWrite* own = x.writes.Find(ks.id, key)) {
+    if (own->deleted) {
+      // Deleted by this transaction already (by this command when cmax == cid: the executor
+      // then skips the row, as for heap).
+      FillFailure(tmfd, tid, own->delete_cid);
+      return TM_SelfModified;
+    }
+    if (own->inserted && !own->remote) {
+      const std::string value = own->value;  // copy: Delete may move the entry
+      x.writes.Delete(ks, key, cid, sub, false, nullptr);
+      if (indexed) hashindex::DeleteEntriesOfRow(rel, rowid, value, cid, false);
+      return TM_Ok;
+    }
+  }
+
+  // A committed row: delete it with the version this transaction read as the expected one.
+  Session& session = Session::Get();
+  ramp::Timestamp expected;
+  const bool have_expected = session.RecallVersion(ks.id, rowid, &expected);
+  std::string value;
+  if (!have_expected || indexed) {
+    RowVersion row;
+    if (!FetchRow(ks, Visibility{}, rowid, &row, nullptr)) {
+      FillFailure(tmfd, tid, InvalidCommandId);
+      return TM_Deleted;  // gone meanwhile: the executor skips it (or 40001 if serializable)
+    }
+    if (have_expected && !(row.ts == expected)) {
+      throw RampError(ramp::Status::Conflict("row " + std::to_string(rowid) +
+                                             " changed after this transaction read it"),
+                      std::string("updating ramp table \"") + RelationGetRelationName(rel) + "\"");
+    }
+    if (!have_expected) expected = row.ts;
+    value = std::move(row.value);
+  }
+  x.writes.Delete(ks, key, cid, sub, true, &expected);
+  if (indexed) hashindex::DeleteEntriesOfRow(rel, rowid, value, cid, true);
+  return TM_Ok;
+}
+
+}  // namespace
+
+void InsertSlots(Relation rel, TupleTableSlot** slots, int nslots, CommandId cid) {
+  const KeyspaceRef ks = RelationKeyspace(rel);
+  XactState& x = Xact();
+  Session& session = Session::Get();
+  const SubXactIdT sub = GetCurrentSubTransactionId();
+  for (int i = 0; i < nslots; i++) {
+    std::string value = EncodeSlot(slots[i]);
+    const uint64_t rowid = session.NextRowId(ks);
+    // The client would refuse the row at COMMIT; say so at the statement that made it.
+    const size_t limit = session.client().options().max_value_bytes;
+    if (value.size() > limit) {
+      throw RampError(
+          ramp::Status::TooLarge("a row of " + std::to_string(value.size()) +
+                                 " bytes exceeds the limit of " + std::to_string(limit) + " bytes"),
+          std::string("writing to ramp table \"") + RelationGetRelationName(rel) + "\"");
+    }
+    x.writes.Insert(ks, EntryKey{0, rowid}, std::move(value), cid, sub);
+    slots[i]->tts_tableOid = RelationGetRelid(rel);
+    SetTid(&slots[i]->tts_tid, rowid);
+  }
+}
+
+void TupleInsert(Relation rel, TupleTableSlot* slot, CommandId cid, int options,
+                 struct BulkInsertStateData* bistate) {
+  Boundary([&] { InsertSlots(rel, &slot, 1, cid); });
+}
+
+void TupleInsertSpeculative(Relation rel, TupleTableSlot* slot, CommandId cid, int options,
+                            struct BulkInsertStateData* bistate, uint32 specToken) {
+  // Unique checks happen in local indexes against the buffered row; if the insertion loses,
+  // TupleCompleteSpeculative takes the row back.
+  Boundary([&] { InsertSlots(rel, &slot, 1, cid); });
+}
+
+void TupleCompleteSpeculative(Relation rel, TupleTableSlot* slot, uint32 specToken,
+                              bool succeeded) {
+  if (succeeded) return;
+  Boundary([&] {
+    uint64_t rowid = 0;
+    if (!RowIdOfTid(&slot->tts_tid, &rowid)) return;
+    const KeyspaceRef ks = RelationKeyspace(rel);
+    const CommandId cid = GetCurrentCommandId(false);
+    Xact().writes.Delete(ks, EntryKey{0, rowid}, cid, GetCurrentSubTransactionId(), false, nullptr);
+    // The executor inserted ramp_hash entries for the speculative row: take them back too.
+    const BufferedWrite* own = Xact().writes.Find(ks.id, EntryKey{0, rowid});
+    if (own != nullptr && hashindex::HasRampHashIndexes(rel)) {
+      const std::string value = own->value;
+      hashindex::DeleteEntriesOfRow(rel, rowid, value, cid, false);
+    }
+  });
+}
+
+void MultiInsert(Relation rel, TupleTableSlot** slots, int nslots, CommandId cid, int options,
+                 struct BulkInsertStateData* bistate) {
+  Boundary([&] { InsertSlots(rel, slots, nslots, cid); });
+}
+
+TM_Result TupleDelete(Relation rel, ItemPointer tid, CommandId cid, Snapshot snapshot,
+                      Snapshot crosscheck, bool wait, TM_FailureData* tmfd, bool changingPart) {
+  return Boundary([&] { return DeleteRow(rel, tid, cid, tmfd); });
+}
+
+TM_Result TupleUpdate(Relation rel, ItemPointer otid, TupleTableSlot* slot, CommandId cid,
+                      Snapshot snapshot, Snapshot crosscheck, bool wait, TM_FailureData* tmfd,
+                      LockTupleMode* lockmode, bool* update_indexes) {
+  *lockmode = LockTupleExclusive;
+  *update_indexes = true;  // a new row id: every index needs the new entry
+  return Boundary([&] {
+    const TM_Result result = DeleteRow(rel, otid, cid, tmfd);
+    if (result != TM_Ok) return result;
+    InsertSlots(rel, &slot, 1, cid);
+    return TM_Ok;
+  });
+}
+
+TM_Result TupleLock(Relation rel, ItemPointer tid, Snapshot snapshot, TupleTableSlot* slot,
+                    CommandId cid, LockTupleMode mode, LockWaitPolicy wait_policy, uint8 flags,
+                    TM_FailureData* tmfd) {
+  // No locks on the cluster: the row's latest version is read (and remembered, so a later
+  // UPDATE/DELETE of it detects concurrent changes at commit).
+  return Boundary([&] {
+    uint64_t rowid = 0;
+    RowVersion row;
+    if (!RowIdOfTid(tid, &rowid) ||
+        !FetchRow(RelationKeyspace(rel), VisibilityOf(snapshot), rowid, &row, nullptr)) {
+      FillFailure(tmfd, tid, InvalidCommandId);
+      return TM_Deleted;
+    }
+    StoreRow(slot, rel, rowid, row.value);
+    return TM_Ok;
+  });
+}
+
+}  // namespace pgramp::tam

@@ -1,0 +1,92 @@
+#include "tableam/row_source.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "ramp/client.h"
+
+#include "keys.hpp"
+#include "session.hpp"
+
+namespace pgramp::tam {
+
+namespace {
+
+class SerialRanges : public BlockRanges {
+ public:
+  SerialRanges(uint64_t first, uint64_t end, uint64_t chunk)
+      : next_(first), end_(end), chunk_(std::max<uint64_t>(chunk, 1)) {}
+  bool Next(uint64_t* first, uint64_t* end) override {
+    if (next_ >= end_) return false;
+    *first = next_;
+    *end = std::min(next_ + chunk_, end_);
+    next_ = *end;
+    return true;
+  }
+
+ private:
+  uint64_t next_, end_, chunk_;
+};
+
+class ProbeRowSource : public RowSource {
+ public:
+  ProbeRowSource(const KeyspaceRef& ks, std::unique_ptr<BlockRanges> ranges, bool include_deleted)
+      : ks_(ks), ranges_(std::move(ranges)), include_deleted_(include_deleted) {}
+
+  bool NextBatch(std::vector<RowVersion>* out) override {
+    out->clear();
+    if (cursor_ >= end_) {
+      uint64_t first_block = 0, end_block = 0;
+      if (!ranges_->Next(&first_block, &end_block)) return false;
+      cursor_ = first_block * kRowsPerBlock;
+      end_ = end_block * kRowsPerBlock;
+    }
+    const uint64_t stop = std::min<uint64_t>(end_, cursor_ + kProbeKeysPerRequest);
+    Session& session = Session::Get();
+    session.Define(ks_);
+    keys_.clear();
+    items_.clear();
+    for (uint64_t rowid = cursor_; rowid < stop; rowid++) keys_.push_back(RowKey(rowid));
+    for (uint64_t rowid = cursor_; rowid < stop; rowid++) {
+      items_.push_back(ramp::ReadItem{ks_.id, keys_[rowid - cursor_], {}});
+    }
+    results_.clear();
+    session.Check(session.reader().GetAll(items_, &results_), "scanning a ramp table");
+    for (size_t i = 0; i < results_.size() && i < items_.size(); i++) {
+      ramp::ReadResult& r = results_[i];
+      const uint64_t rowid = cursor_ + i;
+      if (r.found) {
+        session.RememberVersion(ks_.id, rowid, r.ts);
+        out->push_back(RowVersion{rowid, r.ts, true, std::move(r.value)});
+      } else if (include_deleted_ && !r.ts.zero()) {
+        out->push_back(RowVersion{rowid, r.ts, false, {}});
+      }
+    }
+    cursor_ = stop;
+    return true;
+  }
+
+ private:
+  KeyspaceRef ks_;
+  std::unique_ptr<BlockRanges> ranges_;
+  bool include_deleted_;
+  uint64_t cursor_ = 0;
+  uint64_t end_ = 0;
+  std::vector<std::string> keys_;
+  std::vector<ramp::ReadItem> items_;
+  std::vector<ramp::ReadResult> results_;
+};
+
+}  // namespace
+
+std::unique_ptr<BlockRanges> SerialBlockRanges(uint64_t first, uint64_t end, uint64_t chunk) {
+  return std::make_unique<SerialRanges>(first, end, chunk);
+}
+
+std::unique_ptr<RowSource> MakeProbeRowSource(const KeyspaceRef& ks,
+                                              std::unique_ptr<BlockRanges> ranges,
+                                              bool include_deleted) {
+  return std::make_unique<ProbeRowSource>(ks, std::move(ranges), include_deleted);
+}
+
+}  // namespace pgramp::tam

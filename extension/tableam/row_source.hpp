@@ -1,0 +1,55 @@
+// RowSource: how the table AM reads a table's contents (sequential, parallel and analyze
+// scans, VACUUM). A small internal interface so that the phase-1 implementation (row-id
+// probing over client.h) can be replaced by the engine's snapshot scan of a keyspace,
+// partition by partition through the remote-I/O path (see NOTES.md), without touching the
+// table AM.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ramp/types.h"
+
+#include "write_buffer.hpp"
+
+namespace pgramp::tam {
+
+// One version of a row as the cluster returned it.
+struct RowVersion {
+  uint64_t rowid = 0;
+  ramp::Timestamp ts;
+  bool live = true;  // false: a deletion (only when the source was asked for them)
+  std::string value;
+};
+
+// Hands out ranges of row-id blocks [first, end) (256 row ids per block). The serial one
+// walks a fixed range; the parallel one (scan.cpp) draws from a counter in shared memory.
+class BlockRanges {
+ public:
+  virtual ~BlockRanges() = default;
+  virtual bool Next(uint64_t* first, uint64_t* end) = 0;
+};
+
+std::unique_ptr<BlockRanges> SerialBlockRanges(uint64_t first, uint64_t end, uint64_t chunk);
+
+class RowSource {
+ public:
+  virtual ~RowSource() = default;
+  // Replaces *out with the next batch of versions, in ascending row-id order; false when the
+  // source is exhausted. A batch may be empty. Reads of one batch are read-atomic.
+  virtual bool NextBatch(std::vector<RowVersion>* out) = 0;
+};
+
+// Phase 1, built on client.h alone: every row id of each block range is read with GetAll
+// (kProbeKeysPerRequest keys per request). Correct for any table, efficient for dense row
+// ids; sparse tables (many deletions) pay for the holes. Latest committed versions; own
+// buffered writes are overlaid by the caller. Remembers each version read (Session).
+std::unique_ptr<RowSource> MakeProbeRowSource(const KeyspaceRef& ks,
+                                              std::unique_ptr<BlockRanges> ranges,
+                                              bool include_deleted);
+
+inline constexpr size_t kProbeKeysPerRequest = 8192;
+
+}  // namespace pgramp::tam

@@ -1,0 +1,381 @@
+// Sequential, parallel, bitmap, sample and ANALYZE scans of ramp tables.
+//
+// Remote rows come from a RowSource (latest committed versions, ascending row id); the
+// transaction's own buffered writes are overlaid: rows it deleted (visibly for the scan's
+// command id) are skipped, rows it inserted follow the remote rows.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "keys.hpp"
+#include "session.hpp"
+#include "xact.hpp"
+
+#include "keyspace_catalog.hpp"
+#include "tableam/tableam.hpp"
+
+namespace pgramp::tam {
+
+namespace {
+
+constexpr uint64_t kSerialChunkBlocks = 32;    // 8192 row ids per probe request
+constexpr uint64_t kParallelChunkBlocks = 16;  // blocks a worker takes at a time
+
+// Shared state of a parallel scan (in the DSM segment; the snapshot follows it).
+struct ParallelScan {
+  ParallelTableScanDescData base;
+  uint64 nblocks;
+  pg_atomic_uint64 next_block;
+};
+
+class ParallelRanges : public BlockRanges {
+ public:
+  explicit ParallelRanges(ParallelScan* shared) : shared_(shared) {}
+  bool Next(uint64_t* first, uint64_t* end) override {
+    const uint64_t start = pg_atomic_fetch_add_u64(&shared_->next_block, kParallelChunkBlocks);
+    if (start >= shared_->nblocks) return false;
+    *first = start;
+    *end = std::min<uint64_t>(start + kParallelChunkBlocks, shared_->nblocks);
+    return true;
+  }
+
+ private:
+  ParallelScan* shared_;
+};
+
+uint64_t BlocksBelow(uint64_t high_water) {
+  return (high_water + kRowsPerBlock - 1) / kRowsPerBlock;
+}
+
+// C++ state of one scan.
+struct TableScan {
+  Relation rel;
+  KeyspaceRef ks;
+  Visibility vis;
+  ParallelScan* parallel = nullptr;
+
+  // sequential / parallel
+  std::unique_ptr<RowSource> source;
+  std::vector<RowVersion> batch;
+  size_t pos = 0;
+  bool remote_done = false;
+  bool overlay_done = false;
+  uint64_t overlay_next = 0;  // own inserts are visited from this row id on
+
+  // block at a time (bitmap, analyze, sample)
+  FetchedRows block;
+  size_t block_pos = 0;
+  uint32_t block_number = 0;
+
+  // blocks below the row-id high-water mark (sample scans, TID checks)
+  bool nblocks_known = false;
+  uint64_t nblocks = 0;
+
+  void Restart() {
+    source.reset();
+    batch.clear();
+    pos = 0;
+    remote_done = false;
+    overlay_done = false;
+    overlay_next = 0;
+    block.rows.clear();
+    block.dead = 0;
+    block_pos = 0;
+  }
+
+  uint64_t Blocks() {
+    if (!nblocks_known) {
+      nblocks = ks.fresh ? 0 : BlocksBelow(Session::Get().HighWater(ks));
+      nblocks_known = true;
+    }
+    return nblocks;
+  }
+
+  void StartSource() {
+    std::unique_ptr<BlockRanges> ranges;
+    if (parallel != nullptr) {
+      ranges = std::make_unique<ParallelRanges>(parallel);
+    } else {
+      ranges = SerialBlockRanges(0, Blocks(), kSerialChunkBlocks);
+    }
+    source = MakeProbeRowSource(ks, std::move(ranges), false);
+  }
+
+  // Next visible row of a sequential scan: a remote row or one of the transaction's own.
+  const std::string* Next(uint64_t* rowid) {
+    const XactState* x = XactIfAny();
+    while (!remote_done) {
+      if (pos < batch.size()) {
+        const RowVersion& row = batch[pos++];
+        if (x != nullptr) {
+          const BufferedWrite* own = x->writes.Find(ks.id, EntryKey{0, row.rowid});
+          if (own != nullptr && vis.SeesDelete(*own)) continue;
+        }
+        *rowid = row.rowid;
+        return &row.value;
+      }
+      if (ks.fresh) {
+        remote_done = true;
+        break;
+      }
+      if (source == nullptr) StartSource();
+      if (!source->NextBatch(&batch)) {
+        remote_done = true;
+        batch.clear();
+      }
+      pos = 0;
+    }
+    // Own inserts: none in parallel scans (workers cannot see the leader's buffer; the
+    // planner hook keeps parallel plans away from tables with buffered writes).
+    if (overlay_done || x == nullptr || parallel != nullptr) return nullptr;
+    const WriteBuffer::Keyspace* own = x->writes.Of(ks.id);
+    const std::string* next = nullptr;
+    if (own != nullptr) {
+      own->ForEachInGroup(0, overlay_next, [&](const EntryKey& k, const BufferedWrite& w) {
+        overlay_next = k.rowid + 1;
+        if (!vis.SeesInsert(w) || vis.SeesDelete(w)) return true;
+        *rowid = k.rowid;
+        next = &w.value;
+        return false;
+      });
+    }
+    if (next == nullptr) overlay_done = true;
+    return next;
+  }
+
+  void LoadBlock(uint32_t blockno, const std::vector<uint64_t>& rowids) {
+    block_number = blockno;
+    block_pos = 0;
+    FetchRows(ks, vis, rowids, &block);
+  }
+};
+
+struct RampScanDesc {
+  TableScanDescData base;
+  ContextOwned<TableScan>* state;
+  // sample scans (PostgreSQL side)
+  BlockNumber sample_block;
+  bool sample_started;
+};
+
+TableScan& StateOf(TableScanDesc scan) {
+  auto* s = reinterpret_cast<RampScanDesc*>(scan);
+  if (s->state == nullptr || s->state->object == nullptr) {
+    throw SqlError(ERRCODE_INTERNAL_ERROR, "ramp scan used after its memory was released");
+  }
+  return *s->state->object;
+}
+
+std::vector<uint64_t> BlockRowIds(uint32_t blockno) {
+  std::vector<uint64_t> ids(kRowsPerBlock);
+  for (uint64_t i = 0; i < kRowsPerBlock; i++) ids[i] = uint64_t{blockno} * kRowsPerBlock + i;
+  return ids;
+}
+
+bool StoreNextOfBlock(TableScan& s, TupleTableSlot* slot) {
+  if (s.block_pos >= s.block.rows.size()) return false;
+  const RowVersion& row = s.block.rows[s.block_pos++];
+  StoreRow(slot, s.rel, row.rowid, row.value);
+  return true;
+}
+
+}  // namespace
+
+TableScanDesc ScanBegin(Relation rel, Snapshot snapshot, int nkeys, struct ScanKeyData* key,
+                        ParallelTableScanDesc pscan, uint32 flags) {
+  return Boundary([&] {
+    if (nkeys > 0) {
+      throw SqlError(ERRCODE_FEATURE_NOT_SUPPORTED, "scan keys are not supported by ramp tables");
+    }
+    auto state = std::make_unique<TableScan>();
+    state->rel = rel;
+    state->ks = RelationKeyspace(rel);
+    state->vis = VisibilityOf(snapshot);
+    if (pscan != nullptr) {
+      state->parallel = reinterpret_cast<ParallelScan*>(pscan);
+      state->nblocks = state->parallel->nblocks;
+      state->nblocks_known = true;
+    }
+    auto* scan = static_cast<RampScanDesc*>(PgCall([] { return palloc0(sizeof(RampScanDesc)); }));
+    scan->base.rs_rd = rel;
+    scan->base.rs_snapshot = snapshot;
+    scan->base.rs_nkeys = 0;
+    scan->base.rs_key = nullptr;
+    scan->base.rs_flags = flags;
+    scan->base.rs_parallel = pscan;
+    scan->state = OwnInCurrentContext(std::move(state));
+    return reinterpret_cast<TableScanDesc>(scan);
+  });
+}
+
+void ScanEnd(TableScanDesc scan) {
+  auto* s = reinterpret_cast<RampScanDesc*>(scan);
+  if (s->state != nullptr) s->state->Destroy();
+  if (scan->rs_flags & SO_TEMP_SNAPSHOT) UnregisterSnapshot(scan->rs_snapshot);
+  pfree(scan);
+}
+
+void ScanRescan(TableScanDesc scan, struct ScanKeyData* key, bool set_params, bool allow_strat,
+                bool allow_sync, bool allow_pagemode) {
+  Boundary([&] {
+    TableScan& s = StateOf(scan);
+    s.Restart();
+    s.vis = VisibilityOf(scan->rs_snapshot);
+  });
+  auto* r = reinterpret_cast<RampScanDesc*>(scan);
+  r->sample_started = false;
+}
+
+bool ScanGetNextSlot(TableScanDesc scan, ScanDirection direction, TupleTableSlot* slot) {
+  const bool found = Boundary([&] {
+    if (direction == BackwardScanDirection) {
+      throw SqlError(ERRCODE_FEATURE_NOT_SUPPORTED, "ramp tables cannot be scanned backward");
+    }
+    TableScan& s = StateOf(scan);
+    uint64_t rowid = 0;
+    const std::string* value = s.Next(&rowid);
+    if (value == nullptr) return false;
+    StoreRow(slot, s.rel, rowid, *value);
+    return true;
+  });
+  if (!found) ExecClearTuple(slot);
+  return found;
+}
+
+Size ParallelScanEstimate(Relation rel) {
+  return sizeof(ParallelScan);
+}
+
+Size ParallelScanInitialize(Relation rel, ParallelTableScanDesc pscan) {
+  auto* shared = reinterpret_cast<ParallelScan*>(pscan);
+  const uint64 nblocks = Boundary([&] {
+    KeyspaceRef ks = RelationKeyspace(rel);
+    const XactState* x = XactIfAny();
+    if (x != nullptr && x->writes.HasWritesTo(ks.id)) {
+      throw SqlError(ERRCODE_FEATURE_NOT_SUPPORTED,
+                     std::string("cannot scan ramp table \"") + RelationGetRelationName(rel) +
+                         "\" in parallel after writing to it in the same transaction",
+                     "Parallel workers cannot see the transaction's uncommitted ramp writes.",
+                     "SET max_parallel_workers_per_gather = 0 for this transaction.");
+    }
+    return ks.fresh ? uint64_t{0} : BlocksBelow(Session::Get().HighWater(ks));
+  });
+  shared->base.phs_relid = RelationGetRelid(rel);
+  shared->base.phs_syncscan = false;
+  shared->nblocks = nblocks;
+  pg_atomic_init_u64(&shared->next_block, 0);
+  return sizeof(ParallelScan);
+}
+
+void ParallelScanReinitialize(Relation rel, ParallelTableScanDesc pscan) {
+  pg_atomic_write_u64(&reinterpret_cast<ParallelScan*>(pscan)->next_block, 0);
+}
+
+bool ScanBitmapNextBlock(TableScanDesc scan, struct TBMIterateResult* tbmres) {
+  return Boundary([&] {
+    TableScan& s = StateOf(scan);
+    std::vector<uint64_t> rowids;
+    if (tbmres->ntuples >= 0) {
+      for (int i = 0; i < tbmres->ntuples; i++) {
+        uint64_t rowid = 0;
+        if (RowIdOf(tbmres->blockno, tbmres->offsets[i], &rowid)) rowids.push_back(rowid);
+      }
+    } else {
+      rowids = BlockRowIds(tbmres->blockno);  // lossy page: every row of the block
+    }
+    s.LoadBlock(tbmres->blockno, rowids);
+    return !s.block.rows.empty();
+  });
+}
+
+bool ScanBitmapNextTuple(TableScanDesc scan, struct TBMIterateResult* tbmres,
+                         TupleTableSlot* slot) {
+  const bool found = Boundary([&] { return StoreNextOfBlock(StateOf(scan), slot); });
+  if (!found) ExecClearTuple(slot);
+  return found;
+}
+
+bool ScanAnalyzeNextBlock(TableScanDesc scan, BlockNumber blockno, BufferAccessStrategy bstrategy) {
+  return Boundary([&] {
+    TableScan& s = StateOf(scan);
+    s.LoadBlock(blockno, BlockRowIds(blockno));
+    return true;
+  });
+}
+
+bool ScanAnalyzeNextTuple(TableScanDesc scan, TransactionId OldestXmin, double* liverows,
+                          double* deadrows, TupleTableSlot* slot) {
+  const bool found = Boundary([&] {
+    TableScan& s = StateOf(scan);
+    if (StoreNextOfBlock(s, slot)) {
+      *liverows += 1;
+      return true;
+    }
+    *deadrows += static_cast<double>(s.block.dead);
+    s.block.dead = 0;
+    return false;
+  });
+  if (!found) ExecClearTuple(slot);
+  return found;
+}
+
+// TABLESAMPLE: blocks are row-id blocks below the high-water mark; the sampling method picks
+// blocks (or we walk them in order) and offsets 1..256 within them.
+bool ScanSampleNextBlock(TableScanDesc scan, struct SampleScanState* scanstate) {
+  auto* r = reinterpret_cast<RampScanDesc*>(scan);
+  TsmRoutine* tsm = scanstate->tsmroutine;
+  const uint64_t nblocks_total = Boundary([&] { return StateOf(scan).Blocks(); });
+  const BlockNumber nblocks =
+      static_cast<BlockNumber>(std::min<uint64_t>(nblocks_total, MaxBlockNumber));
+  BlockNumber blockno;
+  if (tsm->NextSampleBlock != nullptr) {
+    blockno = tsm->NextSampleBlock(scanstate, nblocks);
+    if (!BlockNumberIsValid(blockno)) return false;
+  } else {
+    blockno = r->sample_started ? r->sample_block + 1 : 0;
+    if (blockno >= nblocks) return false;
+  }
+  r->sample_started = true;
+  r->sample_block = blockno;
+  Boundary([&] { StateOf(scan).LoadBlock(blockno, BlockRowIds(blockno)); });
+  return true;
+}
+
+bool ScanSampleNextTuple(TableScanDesc scan, struct SampleScanState* scanstate,
+                         TupleTableSlot* slot) {
+  auto* r = reinterpret_cast<RampScanDesc*>(scan);
+  TsmRoutine* tsm = scanstate->tsmroutine;
+  for (;;) {
+    CHECK_FOR_INTERRUPTS();
+    const OffsetNumber offset =
+        tsm->NextSampleTuple(scanstate, r->sample_block, static_cast<OffsetNumber>(kRowsPerBlock));
+    if (!OffsetNumberIsValid(offset)) {
+      ExecClearTuple(slot);
+      return false;
+    }
+    const bool stored = Boundary([&] {
+      TableScan& s = StateOf(scan);
+      uint64_t rowid = 0;
+      if (!RowIdOf(r->sample_block, offset, &rowid)) return false;
+      auto it = std::lower_bound(s.block.rows.begin(), s.block.rows.end(), rowid,
+                                 [](const RowVersion& row, uint64_t id) { return row.rowid < id; });
+      if (it == s.block.rows.end() || it->rowid != rowid) return false;
+      StoreRow(slot, s.rel, rowid, it->value);
+      return true;
+    });
+    if (stored) return true;
+  }
+}
+
+bool TupleTidValid(TableScanDesc scan, ItemPointer tid) {
+  uint64_t rowid = 0;
+  return RowIdOfTid(tid, &rowid);
+}
+
+void TupleGetLatestTid(TableScanDesc scan, ItemPointer tid) {
+  // Rows are never updated in place and UPDATE makes a new row id without a forward link:
+  // the given TID is the latest we know.
+}
+
+}  // namespace pgramp::tam

@@ -1,0 +1,171 @@
+// Table AM `ramp`: shared declarations of the callbacks (one file per concern).
+// Include after every C++ standard / ramp header of the translation unit.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tableam/row_source.hpp"
+#include "write_buffer.hpp"
+
+#include "boundary.hpp"
+#include "pg.hpp"
+
+namespace pgramp::tam {
+
+extern const TableAmRoutine kRampMethods;
+inline bool IsRampTable(Relation rel) {
+  return rel->rd_tableam == &kRampMethods;
+}
+
+// ---- TIDs ----
+inline bool RowIdOfTid(ItemPointer tid, uint64_t* rowid) {
+  if (!ItemPointerIsValid(tid)) return false;
+  const uint16_t offset = ItemPointerGetOffsetNumberNoCheck(tid);
+  if (offset < 1 || offset > 256) return false;
+  *rowid = uint64_t{ItemPointerGetBlockNumberNoCheck(tid)} * 256 + (offset - 1);
+  return true;
+}
+inline void SetTid(ItemPointer tid, uint64_t rowid) {
+  ItemPointerSet(tid, static_cast<BlockNumber>(rowid / 256),
+                 static_cast<OffsetNumber>(rowid % 256 + 1));
+}
+
+// Which of the transaction's own buffered writes a snapshot sees (remote rows are always
+// the latest committed, read-atomic versions).
+Visibility VisibilityOf(Snapshot snapshot);
+
+// ---- C++ objects owned by a PostgreSQL memory context ----
+// Scans keep C++ state across callbacks; if an ERROR abandons a scan, PostgreSQL never calls
+// scan_end, but it does reset the scan's memory context, which deletes the object here.
+template <class T>
+struct ContextOwned {
+  MemoryContextCallback callback;
+  T* object;
+  static void Release(void* arg) {
+    auto* self = static_cast<ContextOwned*>(arg);
+    delete self->object;
+    self->object = nullptr;
+  }
+  void Destroy() {
+    delete object;
+    object = nullptr;
+  }
+};
+
+template <class T>
+ContextOwned<T>* OwnInCurrentContext(std::unique_ptr<T> object) {
+  auto* holder =
+      static_cast<ContextOwned<T>*>(PgCall([] { return palloc0(sizeof(ContextOwned<T>)); }));
+  holder->callback.func = &ContextOwned<T>::Release;
+  holder->callback.arg = holder;
+  holder->object = object.release();
+  PgCall([&] { MemoryContextRegisterResetCallback(CurrentMemoryContext, &holder->callback); });
+  return holder;
+}
+
+// ---- rows ↔ tuples (tuple_codec.cpp) ----
+// The slot's row as stored on the cluster: a format byte and a flat MinimalTuple (external
+// and compressed values detoasted first: ramp tables have no TOAST table).
+std::string EncodeSlot(TupleTableSlot* slot);
+// Stores an encoded row into slot (any slot type), with its TID and table OID.
+void StoreRow(TupleTableSlot* slot, Relation rel, uint64_t rowid, std::string_view encoded);
+// The value of attribute attnum (1-based) of an encoded row, palloc'd in the current memory
+// context when by reference. Returns false for NULL.
+bool RowAttribute(Relation rel, std::string_view encoded, AttrNumber attnum, Datum* value);
+
+// ---- row reads with the transaction's own writes overlaid (fetch.cpp) ----
+struct FetchedRows {
+  std::vector<RowVersion> rows;  // visible rows, ascending row id
+  size_t dead = 0;               // ids whose latest version is a committed deletion
+};
+// Visible versions of the given rows (one GetAll for those not decided by own writes).
+void FetchRows(const KeyspaceRef& ks, const Visibility& vis, const std::vector<uint64_t>& rowids,
+               FetchedRows* out);
+// One row; *dead (optional) tells that the latest committed version is a deletion.
+bool FetchRow(const KeyspaceRef& ks, const Visibility& vis, uint64_t rowid, RowVersion* out,
+              bool* dead);
+
+// ---- writes (modify.cpp) ----
+// Inserts the slots' rows (fresh row ids), sets their TIDs.
+void InsertSlots(Relation rel, TupleTableSlot** slots, int nslots, CommandId cid);
+
+// ---- callbacks, grouped by file ----
+// scan.cpp
+TableScanDesc ScanBegin(Relation rel, Snapshot snapshot, int nkeys, struct ScanKeyData* key,
+                        ParallelTableScanDesc pscan, uint32 flags);
+void ScanEnd(TableScanDesc scan);
+void ScanRescan(TableScanDesc scan, struct ScanKeyData* key, bool set_params, bool allow_strat,
+                bool allow_sync, bool allow_pagemode);
+bool ScanGetNextSlot(TableScanDesc scan, ScanDirection direction, TupleTableSlot* slot);
+Size ParallelScanEstimate(Relation rel);
+Size ParallelScanInitialize(Relation rel, ParallelTableScanDesc pscan);
+void ParallelScanReinitialize(Relation rel, ParallelTableScanDesc pscan);
+bool ScanBitmapNextBlock(TableScanDesc scan, struct TBMIterateResult* tbmres);
+bool ScanBitmapNextTuple(TableScanDesc scan, struct TBMIterateResult* tbmres, TupleTableSlot* slot);
+bool ScanSampleNextBlock(TableScanDesc scan, struct SampleScanState* scanstate);
+bool ScanSampleNextTuple(TableScanDesc scan, struct SampleScanState* scanstate,
+                         TupleTableSlot* slot);
+bool ScanAnalyzeNextBlock(TableScanDesc scan, BlockNumber blockno, BufferAccessStrategy bstrategy);
+bool ScanAnalyzeNextTuple(TableScanDesc scan, TransactionId OldestXmin, double* liverows,
+                          double* deadrows, TupleTableSlot* slot);
+bool TupleTidValid(TableScanDesc scan, ItemPointer tid);
+void TupleGetLatestTid(TableScanDesc scan, ItemPointer tid);
+
+// fetch.cpp
+struct IndexFetchTableData* IndexFetchBegin(Relation rel);
+void IndexFetchReset(struct IndexFetchTableData* data);
+void IndexFetchEnd(struct IndexFetchTableData* data);
+bool IndexFetchTuple(struct IndexFetchTableData* scan, ItemPointer tid, Snapshot snapshot,
+                     TupleTableSlot* slot, bool* call_again, bool* all_dead);
+bool TupleFetchRowVersion(Relation rel, ItemPointer tid, Snapshot snapshot, TupleTableSlot* slot);
+bool TupleSatisfiesSnapshot(Relation rel, TupleTableSlot* slot, Snapshot snapshot);
+TransactionId IndexDeleteTuples(Relation rel, TM_IndexDeleteOp* delstate);
+
+// modify.cpp
+void TupleInsert(Relation rel, TupleTableSlot* slot, CommandId cid, int options,
+                 struct BulkInsertStateData* bistate);
+void TupleInsertSpeculative(Relation rel, TupleTableSlot* slot, CommandId cid, int options,
+                            struct BulkInsertStateData* bistate, uint32 specToken);
+void TupleCompleteSpeculative(Relation rel, TupleTableSlot* slot, uint32 specToken, bool succeeded);
+void MultiInsert(Relation rel, TupleTableSlot** slots, int nslots, CommandId cid, int options,
+                 struct BulkInsertStateData* bistate);
+TM_Result TupleDelete(Relation rel, ItemPointer tid, CommandId cid, Snapshot snapshot,
+                      Snapshot crosscheck, bool wait, TM_FailureData* tmfd, bool changingPart);
+TM_Result TupleUpdate(Relation rel, ItemPointer otid, TupleTableSlot* slot, CommandId cid,
+                      Snapshot snapshot, Snapshot crosscheck, bool wait, TM_FailureData* tmfd,
+                      LockTupleMode* lockmode, bool* update_indexes);
+TM_Result TupleLock(Relation rel, ItemPointer tid, Snapshot snapshot, TupleTableSlot* slot,
+                    CommandId cid, LockTupleMode mode, LockWaitPolicy wait_policy, uint8 flags,
+                    TM_FailureData* tmfd);
+
+// ddl.cpp
+void RelationSetNewFilenode(Relation rel, const RelFileNode* newrnode, char persistence,
+                            TransactionId* freezeXid, MultiXactId* minmulti);
+void RelationNontransactionalTruncate(Relation rel);
+void RelationCopyData(Relation rel, const RelFileNode* newrnode);
+void RelationCopyForCluster(Relation OldTable, Relation NewTable, Relation OldIndex, bool use_sort,
+                            TransactionId OldestXmin, TransactionId* xid_cutoff,
+                            MultiXactId* multi_cutoff, double* num_tuples, double* tups_vacuumed,
+                            double* tups_recently_dead);
+
+// maintenance.cpp
+void RelationVacuum(Relation rel, struct VacuumParams* params, BufferAccessStrategy bstrategy);
+double IndexBuildRangeScan(Relation table_rel, Relation index_rel, struct IndexInfo* index_info,
+                           bool allow_sync, bool anyvisible, bool progress,
+                           BlockNumber start_blockno, BlockNumber numblocks,
+                           IndexBuildCallback callback, void* callback_state, TableScanDesc scan);
+void IndexValidateScan(Relation table_rel, Relation index_rel, struct IndexInfo* index_info,
+                       Snapshot snapshot, struct ValidateIndexState* state);
+
+// estimate.cpp
+uint64 RelationSize(Relation rel, ForkNumber forkNumber);
+bool RelationNeedsToastTable(Relation rel);
+void RelationEstimateSize(Relation rel, int32* attr_widths, BlockNumber* pages, double* tuples,
+                          double* allvisfrac);
+// Row-id blocks of the table as last seen (no network; 0 when unknown).
+uint64_t CachedRowIdBlocks(Relation rel);
+
+}  // namespace pgramp::tam

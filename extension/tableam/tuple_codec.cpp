@@ -1,0 +1,126 @@
+// Rows ↔ MinimalTuples. A stored row is [format byte 1][MinimalTuple bytes]; the bytes come
+// back from the network, so they are checked before PostgreSQL deforms them.
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "tableam/tableam.hpp"
+
+namespace pgramp::tam {
+
+namespace {
+
+constexpr char kFormatMinimalTuple = 1;
+
+// A flat MinimalTuple of the slot's row: external (TOAST) and compressed values are fetched
+// and decompressed, expanded objects flattened (PostgreSQL side).
+MinimalTuple FormFlatTuple(TupleTableSlot* slot) {
+  TupleDesc desc = slot->tts_tupleDescriptor;
+  slot_getallattrs(slot);
+  const int natts = desc->natts;
+  Datum* values = static_cast<Datum*>(palloc(sizeof(Datum) * Max(natts, 1)));
+  bool* isnull = static_cast<bool*>(palloc(sizeof(bool) * Max(natts, 1)));
+  for (int i = 0; i < natts; i++) {
+    values[i] = slot->tts_values[i];
+    isnull[i] = slot->tts_isnull[i];
+    Form_pg_attribute att = TupleDescAttr(desc, i);
+    if (isnull[i] || att->attlen != -1) continue;
+    struct varlena* v = reinterpret_cast<struct varlena*>(DatumGetPointer(values[i]));
+    if (VARATT_IS_EXTERNAL(v) || VARATT_IS_COMPRESSED(v)) {
+      values[i] = PointerGetDatum(detoast_attr(v));
+    }
+  }
+  MinimalTuple tuple = heap_form_minimal_tuple(desc, values, isnull);
+  pfree(values);
+  pfree(isnull);
+  return tuple;
+}
+
+// Checks the header of an untrusted MinimalTuple against the relation's descriptor.
+bool PlausibleTuple(const char* bytes, size_t size, TupleDesc desc) {
+  if (size < SizeofMinimalTupleHeader) return false;
+  MinimalTupleData header;
+  std::memcpy(&header, bytes, SizeofMinimalTupleHeader);
+  if (header.t_len != size) return false;
+  const int natts = HeapTupleHeaderGetNatts(&header);
+  if (natts > desc->natts) return false;
+  const size_t hoff = header.t_hoff;
+  if (hoff < MINIMAL_TUPLE_OFFSET + SizeofMinimalTupleHeader) return false;
+  const size_t data_offset = hoff - MINIMAL_TUPLE_OFFSET;
+  if (data_offset > size) return false;
+  if ((header.t_infomask & HEAP_HASNULL) != 0 &&
+      offsetof(MinimalTupleData, t_bits) + BITMAPLEN(natts) > data_offset) {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string EncodeSlot(TupleTableSlot* slot) {
+  MinimalTuple tuple = PgCall([&] { return FormFlatTuple(slot); });
+  std::string out;
+  out.reserve(1 + tuple->t_len);
+  out.push_back(kFormatMinimalTuple);
+  out.append(reinterpret_cast<const char*>(tuple), tuple->t_len);
+  PgCall([&] { pfree(tuple); });
+  return out;
+}
+
+void StoreRow(TupleTableSlot* slot, Relation rel, uint64_t rowid, std::string_view encoded) {
+  if (encoded.empty() || encoded[0] != kFormatMinimalTuple ||
+      !PlausibleTuple(encoded.data() + 1, encoded.size() - 1, RelationGetDescr(rel))) {
+    throw SqlError(
+        ERRCODE_DATA_CORRUPTED,
+        std::string("invalid row in ramp table \"") + RelationGetRelationName(rel) + "\"",
+        "row id " + std::to_string(rowid) + ", " + std::to_string(encoded.size()) + " bytes");
+  }
+  const char* bytes = encoded.data() + 1;
+  const size_t size = encoded.size() - 1;
+  PgCall([&] {
+    // The slot owns the tuple: allocate it in the slot's context, not the caller's (callers
+    // such as ALTER TABLE's rewrite loop reset their per-tuple context between rows).
+    MinimalTuple tuple = static_cast<MinimalTuple>(MemoryContextAlloc(slot->tts_mcxt, size));
+    memcpy(tuple, bytes, size);
+    ExecForceStoreMinimalTuple(tuple, slot, true);
+    slot->tts_tableOid = RelationGetRelid(rel);
+    SetTid(&slot->tts_tid, rowid);
+  });
+}
+
+bool RowAttribute(Relation rel, std::string_view encoded, AttrNumber attnum, Datum* value) {
+  if (encoded.empty() || encoded[0] != kFormatMinimalTuple ||
+      !PlausibleTuple(encoded.data() + 1, encoded.size() - 1, RelationGetDescr(rel))) {
+    throw SqlError(ERRCODE_DATA_CORRUPTED, std::string("invalid row in ramp table \"") +
+                                               RelationGetRelationName(rel) + "\"");
+  }
+  const char* bytes = encoded.data() + 1;
+  const size_t size = encoded.size() - 1;
+  struct Result {
+    bool isnull;
+    Datum value;
+  };
+  Result r = PgCall([&] {
+    MinimalTuple tuple = static_cast<MinimalTuple>(palloc(size));
+    memcpy(tuple, bytes, size);
+    HeapTupleData htup;
+    htup.t_len = tuple->t_len + MINIMAL_TUPLE_OFFSET;
+    htup.t_data =
+        reinterpret_cast<HeapTupleHeader>(reinterpret_cast<char*>(tuple) - MINIMAL_TUPLE_OFFSET);
+    ItemPointerSetInvalid(&htup.t_self);
+    htup.t_tableOid = RelationGetRelid(rel);
+    TupleDesc desc = RelationGetDescr(rel);
+    Result out;
+    out.value = heap_getattr(&htup, attnum, desc, &out.isnull);
+    if (!out.isnull) {
+      Form_pg_attribute att = TupleDescAttr(desc, attnum - 1);
+      out.value = datumCopy(out.value, att->attbyval, att->attlen);
+    }
+    pfree(tuple);
+    return out;
+  });
+  *value = r.value;
+  return !r.isnull;
+}
+
+}  // namespace pgramp::tam

@@ -1,0 +1,195 @@
+#include <memory>
+#include <string>
+
+#include "ramp/client.h"
+
+#include "guc.hpp"
+#include "keys.hpp"
+#include "session.hpp"
+#include "xact.hpp"
+
+#include "boundary.hpp"
+#include "keyspace_catalog.hpp"
+
+namespace pgramp {
+
+namespace {
+
+std::unique_ptr<XactState> current;
+
+constexpr int kMaxRetire = 1024;
+
+void ReconcileCatalog(XactState& x) {
+  int64 retired[kMaxRetire];
+  const int n = PgCall([&] { return CatalogRetireOrphans(retired, kMaxRetire); });
+  for (int i = 0; i < n && i < kMaxRetire; i++) {
+    x.drop_after_commit.push_back(static_cast<ramp::KeyspaceId>(retired[i]));
+  }
+  x.catalog_changed = false;
+}
+
+// Sends the buffered writes as one RAMP transaction (PREPARE everywhere, then COMMIT).
+void CommitWrites(WriteBuffer& writes) {
+  Session& session = Session::Get();
+  for (const auto& [id, ks] : writes.keyspaces()) session.Define(ks.ref());
+  std::unique_ptr<ramp::Transaction> txn = session.client().Begin();
+  std::string key;
+  for (const auto& [id, ks] : writes.keyspaces()) {
+    const bool grouped = ks.ref().grouped;
+    for (const auto& [k, w] : ks.entries()) {
+      if (w.deleted && !w.remote) continue;  // inserted and deleted here: never sent
+      if (!w.deleted && !w.inserted) continue;
+      key = grouped ? ramp::EncodeGroupKey(HashGroup(k.group), RowKey(k.rowid)) : RowKey(k.rowid);
+      const ramp::Timestamp* expected = w.has_expected ? &w.expected : nullptr;
+      if (w.deleted) {
+        session.Check(txn->Delete(id, key, expected), "preparing the commit");
+      } else {
+        session.Check(txn->Put(id, key, w.value, expected), "preparing the commit");
+      }
+    }
+  }
+  session.Check(txn->Commit(), "committing to the ramp cluster");
+  writes.Clear();
+  session.ForgetSizes();  // the next plan sees this transaction's rows
+}
+
+void PreCommit() {
+  XactState* x = XactIfAny();
+  if (x == nullptr) return;
+  if (x->poisoned) {
+    throw SqlError(ERRCODE_INTERNAL_ERROR,
+                   "could not undo the ramp writes of a rolled-back subtransaction",
+                   "The transaction is aborted instead of committing wrong data.");
+  }
+  if (x->catalog_changed) ReconcileCatalog(*x);
+  if (!x->writes.empty()) CommitWrites(x->writes);
+}
+
+void PrePrepare() {
+  XactState* x = XactIfAny();
+  if (x == nullptr) return;
+  if (!x->writes.empty() || !x->drop_after_abort.empty()) {
+    throw SqlError(ERRCODE_FEATURE_NOT_SUPPORTED,
+                   "cannot PREPARE a transaction that has written to ramp tables",
+                   "Writes to ramp tables commit as one RAMP transaction at COMMIT; they cannot "
+                   "take part in two-phase commit.",
+                   "");
+  }
+  if (x->catalog_changed) ReconcileCatalog(*x);
+}
+
+// After the commit: errors are not allowed any more (they would become a PANIC), so the
+// removal of dropped keyspaces is best effort; ramp.collect_garbage() retries.
+void AfterCommit() {
+  XactState* x = XactIfAny();
+  if (x == nullptr) return;
+  x->drop_after_commit.insert(x->drop_after_commit.end(), x->drop_at_end.begin(),
+                              x->drop_at_end.end());
+  x->drop_at_end.clear();
+  if (x->drop_after_commit.empty()) return;
+  Session& session = Session::Get();
+  const bool nodes_unset = guc::nodes == nullptr || guc::nodes[0] == '\0';
+  if (!session.has_client() && (nodes_unset || session.RecentlyFailed())) return;
+  for (ramp::KeyspaceId ks : x->drop_after_commit) {
+    session.Check(session.client().DropKeyspace(ks), "removing the keyspace of a dropped relation");
+  }
+}
+
+// After an abort: keyspaces this transaction created and already wrote to (index builds)
+// are orphans; best effort, like AfterCommit.
+void AfterAbort() {
+  XactState* x = XactIfAny();
+  if (x == nullptr) return;
+  // Builds of subtransactions rolled back earlier are orphans as well. (Not
+  // drop_after_commit: those relations' DROP was just rolled back.)
+  for (ramp::KeyspaceId ks : x->drop_at_end) x->drop_after_abort.emplace_back(ks, 0);
+  x->drop_at_end.clear();
+  if (x->drop_after_abort.empty()) return;
+  Session& session = Session::Get();
+  if (session.RecentlyFailed()) return;
+  for (const auto& [ks, sub] : x->drop_after_abort) {
+    session.Check(session.client().DropKeyspace(ks), "removing the keyspace of an aborted build");
+  }
+}
+
+void EndTransaction() {
+  current.reset();
+  Session::Get().EndTransaction();
+  ResetBoundaryState();
+}
+
+void OnXactEvent(XactEvent event, void* arg) {
+  switch (event) {
+    case XACT_EVENT_PRE_COMMIT:
+      Boundary([] { PreCommit(); });
+      break;
+    case XACT_EVENT_PRE_PREPARE:
+      Boundary([] { PrePrepare(); });
+      break;
+    case XACT_EVENT_COMMIT:
+      BoundaryWarn(
+          "could not remove the ramp keyspaces of dropped relations (run SELECT "
+          "ramp.collect_garbage() later)",
+          [] { AfterCommit(); });
+      EndTransaction();
+      break;
+    case XACT_EVENT_ABORT:
+      BoundaryWarn("could not remove the ramp keyspace of an aborted index build",
+                   [] { AfterAbort(); });
+      EndTransaction();
+      break;
+    case XACT_EVENT_PREPARE:
+    case XACT_EVENT_PARALLEL_COMMIT:
+    case XACT_EVENT_PARALLEL_ABORT:
+      EndTransaction();
+      break;
+    case XACT_EVENT_PARALLEL_PRE_COMMIT:
+      // Parallel workers never write (PostgreSQL 15 forbids writes in parallel mode).
+      break;
+  }
+}
+
+void OnSubXactEvent(SubXactEvent event, SubTransactionId sub, SubTransactionId parent, void* arg) {
+  if (event != SUBXACT_EVENT_ABORT_SUB || current == nullptr) return;
+  try {
+    current->writes.RollbackSubtransaction(sub);
+    // Index builds of the rolled-back subtransaction: their catalog rows are gone, their
+    // entries are on the cluster; remove them once the transaction ends either way.
+    auto& builds = current->drop_after_abort;
+    for (auto it = builds.begin(); it != builds.end();) {
+      if (it->second >= sub) {
+        current->drop_at_end.push_back(it->first);
+        it = builds.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  } catch (...) {
+    current->poisoned = true;
+  }
+}
+
+}  // namespace
+
+bool XactState::IsFresh(ramp::KeyspaceId ks) const {
+  for (const auto& [storage, ref] : created) {
+    if (ref.id == ks) return true;
+  }
+  return false;
+}
+
+XactState& Xact() {
+  if (current == nullptr) current = std::make_unique<XactState>();
+  return *current;
+}
+
+XactState* XactIfAny() {
+  return current.get();
+}
+
+void InstallXactCallbacks() {
+  RegisterXactCallback(OnXactEvent, nullptr);
+  RegisterSubXactCallback(OnSubXactEvent, nullptr);
+}
+
+}  // namespace pgramp

@@ -1,0 +1,51 @@
+// Per-transaction state and the transaction callbacks (DESIGN §8): the buffered writes of a
+// PostgreSQL transaction are committed as ONE RAMP PUT at XACT_EVENT_PRE_COMMIT, where an
+// ERROR still aborts the transaction cleanly (an error at COMMIT itself would be a PANIC);
+// abort discards them; ROLLBACK TO undoes a subtransaction's share.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "ramp/types.h"
+
+#include "write_buffer.hpp"
+
+namespace pgramp {
+
+// (tablespace as in pg_class.reltablespace, relfilenode)
+using StorageId = std::pair<uint32_t, uint32_t>;
+
+struct XactState {
+  WriteBuffer writes;
+  // Storage created by this transaction (CREATE, TRUNCATE, rewrite, REINDEX) → its keyspace.
+  // Such keyspaces hold nothing on the cluster before this transaction commits.
+  std::map<StorageId, KeyspaceRef> created;
+  // Keyspaces whose relation storage went away in this transaction: dropped on the cluster
+  // after commit (best effort; ramp.collect_garbage() retries).
+  std::vector<ramp::KeyspaceId> drop_after_commit;
+  // Keyspaces created by this transaction that already hold committed data (index builds
+  // write their entries directly), with the subtransaction that wrote them: removed from the
+  // cluster if the transaction aborts, or after commit if that subtransaction rolled back.
+  std::vector<std::pair<ramp::KeyspaceId, SubXactIdT>> drop_after_abort;
+  // Such keyspaces of rolled-back subtransactions: removed when the transaction ends.
+  std::vector<ramp::KeyspaceId> drop_at_end;
+  // Relation storage was created or dropped: ramp.keyspaces is reconciled with pg_class at
+  // pre-commit.
+  bool catalog_changed = false;
+  // A subtransaction's writes could not be undone (out of memory): the commit must fail.
+  bool poisoned = false;
+
+  bool IsFresh(ramp::KeyspaceId ks) const;
+};
+
+// The current transaction's state, created on first use.
+XactState& Xact();
+// The current transaction's state if something created it.
+XactState* XactIfAny();
+
+void InstallXactCallbacks();
+
+}  // namespace pgramp

@@ -1,0 +1,162 @@
+-- Transactions on ramp tables: savepoints and ROLLBACK TO with rows and index entries,
+-- errors inside transactions, write-write conflicts (SQLSTATE 40001), the isolation level
+-- (read-atomic, latest committed versions: not snapshot isolation), and error cases.
+CREATE EXTENSION pg_ramp;
+CREATE EXTENSION dblink;
+\i sql/include/twin.sql
+
+CREATE TABLE acct (id int PRIMARY KEY, owner text NOT NULL, balance numeric CHECK (balance >= 0),
+                   branch int) USING ramp;
+CREATE INDEX acct_branch ON acct USING ramp_hash (branch);
+CREATE TABLE acct_heap (id int PRIMARY KEY, owner text NOT NULL,
+                        balance numeric CHECK (balance >= 0), branch int);
+CREATE INDEX acct_heap_branch ON acct_heap USING hash (branch);
+\set tbl acct
+\i sql/include/xact_dml.sql
+\set tbl acct_heap
+\i sql/include/xact_dml.sql
+SELECT twin_diff('SELECT * FROM %I', 'acct', 'acct_heap') AS differing_rows,
+       (SELECT count(*) FROM acct) AS ramp_rows;
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+SELECT twin_diff('SELECT * FROM %I WHERE branch = 3', 'acct', 'acct_heap') AS via_ramp_hash;
+SELECT twin_diff('SELECT * FROM %I WHERE branch = 77', 'acct', 'acct_heap') AS rolled_back_key;
+SELECT twin_diff('SELECT * FROM %I WHERE id BETWEEN 1 AND 50', 'acct', 'acct_heap') AS via_btree;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+SELECT id, owner, balance, branch FROM acct WHERE id > 1000 OR owner LIKE '%sp%' ORDER BY id;
+
+-- Errors inside a transaction: the statement's writes are gone, ROLLBACK TO recovers.
+BEGIN;
+INSERT INTO acct VALUES (2000, 'will stay', 1, 1);
+SAVEPOINT s;
+INSERT INTO acct VALUES (2001, 'failed statement', 1, 1), (2000, 'duplicate', 1, 1);
+ROLLBACK TO s;
+UPDATE acct SET balance = balance - 1000 WHERE id = 2000;
+ROLLBACK TO s;
+INSERT INTO acct VALUES (2002, NULL, 1, 1);
+ROLLBACK TO s;
+SELECT id, owner FROM acct WHERE id >= 2000 ORDER BY id;
+COMMIT;
+SELECT id, owner FROM acct WHERE id >= 2000 ORDER BY id;
+-- An error without a savepoint aborts the whole transaction: nothing of it commits.
+BEGIN;
+INSERT INTO acct VALUES (2100, 'never', 1, 1);
+SELECT 1 / 0;
+COMMIT;
+SELECT count(*) FROM acct WHERE id = 2100;
+
+-- Write-write conflicts: another session changes a row this transaction read and then
+-- writes; the COMMIT fails with SQLSTATE 40001 and nothing of the transaction commits.
+SELECT dblink_connect('other', format('dbname=%s port=%s host=%s', current_database(),
+       current_setting('port'), split_part(current_setting('unix_socket_directories'), ',', 1)));
+-- UPDATE vs UPDATE.
+BEGIN;
+UPDATE acct SET balance = balance + 1 WHERE id = 10;
+INSERT INTO acct VALUES (3000, 'part of the loser', 1, 1);
+SELECT dblink_exec('other', 'UPDATE acct SET balance = balance + 100 WHERE id = 10');
+\set VERBOSITY terse
+COMMIT;
+\set VERBOSITY default
+\echo :LAST_ERROR_SQLSTATE
+SELECT id, balance FROM acct WHERE id IN (10, 3000) ORDER BY id;
+-- UPDATE vs DELETE, DELETE vs UPDATE.
+BEGIN;
+UPDATE acct SET balance = 0 WHERE id = 11;
+SELECT dblink_exec('other', 'DELETE FROM acct WHERE id = 11');
+\set VERBOSITY terse
+COMMIT;
+\set VERBOSITY default
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM acct WHERE id = 11;
+BEGIN;
+DELETE FROM acct WHERE id = 12;
+SELECT dblink_exec('other', 'UPDATE acct SET owner = ''moved'' WHERE id = 12');
+\set VERBOSITY terse
+COMMIT;
+\set VERBOSITY default
+\echo :LAST_ERROR_SQLSTATE
+SELECT id, owner FROM acct WHERE id = 12;
+-- A row read by SELECT ... FOR UPDATE and changed by another session before this
+-- transaction writes it: the version read is what the commit checks.
+BEGIN;
+SELECT balance FROM acct WHERE id = 13 FOR UPDATE;
+SELECT dblink_exec('other', 'UPDATE acct SET balance = 999 WHERE id = 13');
+UPDATE acct SET balance = balance + 1 WHERE id = 13;
+\set VERBOSITY terse
+COMMIT;
+\set VERBOSITY default
+\echo :LAST_ERROR_SQLSTATE
+SELECT balance FROM acct WHERE id = 13;
+-- Disjoint rows never conflict; neither do readers.
+BEGIN;
+UPDATE acct SET balance = balance + 1 WHERE id = 14;
+SELECT dblink_exec('other', 'UPDATE acct SET balance = balance + 1 WHERE id = 15');
+SELECT dblink_exec('other', 'INSERT INTO acct VALUES (3001, ''other'', 1, 1)');
+COMMIT;
+SELECT id, balance FROM acct WHERE id IN (14, 15, 3001) ORDER BY id;
+-- The failed transaction can simply be retried.
+BEGIN;
+UPDATE acct SET balance = balance + 1 WHERE id = 10;
+COMMIT;
+SELECT id, balance FROM acct WHERE id = 10;
+
+-- Isolation: every statement reads the latest committed versions, read-atomically; a
+-- REPEATABLE READ transaction sees rows other sessions commit meanwhile (ramp tables do
+-- not take part in PostgreSQL's snapshots), while heap tables keep their snapshot.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT count(*) AS ramp_before FROM acct WHERE branch = 9;
+SELECT count(*) AS heap_before FROM acct_heap WHERE branch = 9;
+SELECT dblink_exec('other', 'INSERT INTO acct VALUES (3002, ''concurrent'', 1, 9)');
+SELECT dblink_exec('other', 'INSERT INTO acct_heap VALUES (3002, ''concurrent'', 1, 9)');
+SELECT count(*) AS ramp_after FROM acct WHERE branch = 9;
+SELECT count(*) AS heap_after FROM acct_heap WHERE branch = 9;
+COMMIT;
+SELECT dblink_disconnect('other');
+
+-- Ramp writes and heap writes of one transaction: both commit or both roll back when the
+-- transaction ends normally.
+BEGIN;
+INSERT INTO acct VALUES (4000, 'mixed', 1, 1);
+INSERT INTO acct_heap VALUES (4000, 'mixed', 1, 1);
+ROLLBACK;
+SELECT (SELECT count(*) FROM acct WHERE id = 4000) AS ramp, (SELECT count(*) FROM acct_heap WHERE id = 4000) AS heap;
+BEGIN;
+INSERT INTO acct VALUES (4000, 'mixed', 1, 1);
+INSERT INTO acct_heap VALUES (4000, 'mixed', 1, 1);
+COMMIT;
+SELECT (SELECT count(*) FROM acct WHERE id = 4000) AS ramp, (SELECT count(*) FROM acct_heap WHERE id = 4000) AS heap;
+
+-- Error cases.
+-- A row over the client's value limit (32 MiB) is refused at the INSERT.
+INSERT INTO acct VALUES (5000, repeat('x', 33 * 1024 * 1024), 1, 1);
+\echo :LAST_ERROR_SQLSTATE
+-- Two-phase commit after ramp writes.
+BEGIN;
+INSERT INTO acct VALUES (5001, 'prepared', 1, 1);
+PREPARE TRANSACTION 'ramp_2pc';
+\echo :LAST_ERROR_SQLSTATE
+-- System columns other than ctid and tableoid.
+SELECT xmin FROM acct WHERE id = 1;
+SELECT tableoid::regclass, ctid IS NOT NULL AS has_ctid FROM acct WHERE id = 1;
+-- Temporary and unlogged ramp tables.
+CREATE TEMP TABLE tmp_ramp (a int) USING ramp;
+CREATE UNLOGGED TABLE unlogged_ramp (a int) USING ramp;
+INSERT INTO unlogged_ramp VALUES (1);
+SELECT * FROM unlogged_ramp;
+DROP TABLE unlogged_ramp;
+-- A ramp_hash index on a heap table, and what ramp_hash cannot do.
+CREATE INDEX ON acct_heap USING ramp_hash (branch);
+CREATE UNIQUE INDEX ON acct USING ramp_hash (id);
+CREATE INDEX ON acct USING ramp_hash (branch, id);
+CREATE INDEX CONCURRENTLY acct_branch_cc ON acct USING ramp_hash (branch);
+DROP INDEX acct_branch_cc;
+-- Constraints are PostgreSQL's: checked before anything reaches the cluster.
+INSERT INTO acct VALUES (5002, 'negative', -1, 1);
+INSERT INTO acct VALUES (1, 'duplicate key', 1, 1);
+UPDATE acct SET owner = NULL WHERE id = 1;
+
+DROP TABLE acct, acct_heap;
+DROP FUNCTION twin_diff(text, text, text);
+DROP EXTENSION dblink;
+DROP EXTENSION pg_ramp;

@@ -1,0 +1,127 @@
+-- pg_ramp 1.0: tables and indexes stored on a rampd cluster, committed with RAMP-Fast.
+\echo Use "CREATE EXTENSION pg_ramp" to load this file. \quit
+
+-- Which keyspace on the cluster holds the data of which relation storage. Rows follow the
+-- storage (tablespace, relfilenode) rather than the relation's OID: TRUNCATE and table
+-- rewrites (ALTER TABLE ... TYPE, VACUUM FULL, CLUSTER) give a relation new storage, and a
+-- rewrite swaps storage between two pg_class rows. relid is kept up to date at the commit of
+-- such changes. kind: 't' table, 'i' ramp_hash index, 'd' relation dropped and keyspace not
+-- yet removed from the cluster (ramp.collect_garbage() retries).
+-- Maintained by the extension only.
+CREATE TABLE ramp.keyspaces (
+    keyspace      bigint PRIMARY KEY,
+    relid         oid NOT NULL,
+    reltablespace oid,
+    relfilenode   oid,
+    buckets       int NOT NULL CHECK (buckets > 0),
+    kind          "char" NOT NULL CHECK (kind IN ('t', 'i', 'd')),
+    generation    int NOT NULL,
+    CHECK ((kind = 'd') = (relfilenode IS NULL))
+);
+CREATE UNIQUE INDEX keyspaces_storage ON ramp.keyspaces (reltablespace, relfilenode);
+REVOKE ALL ON ramp.keyspaces FROM PUBLIC;
+GRANT SELECT ON ramp.keyspaces TO PUBLIC;
+
+-- Table access method.
+CREATE FUNCTION ramp.ramp_tableam_handler(internal) RETURNS table_am_handler
+    AS 'MODULE_PATHNAME' LANGUAGE C;
+CREATE ACCESS METHOD ramp TYPE TABLE HANDLER ramp.ramp_tableam_handler;
+COMMENT ON ACCESS METHOD ramp IS 'rows stored on the ramp cluster, read-atomic';
+
+-- Index access method: equality on one column, entries on the cluster.
+CREATE FUNCTION ramp.ramp_hash_handler(internal) RETURNS index_am_handler
+    AS 'MODULE_PATHNAME' LANGUAGE C;
+CREATE ACCESS METHOD ramp_hash TYPE INDEX HANDLER ramp.ramp_hash_handler;
+COMMENT ON ACCESS METHOD ramp_hash IS 'shared hash index on the ramp cluster, read-atomic with its table';
+
+-- Operator classes mirror PostgreSQL's hash opfamilies: FUNCTION 1 is the type's extended
+-- hash function (seed 0); a family groups types whose equal values hash alike, which is what
+-- makes cross-type lookups (int4 column = int8 value) find their entries.
+CREATE OPERATOR FAMILY ramp.integer_ops USING ramp_hash;
+CREATE OPERATOR CLASS ramp.int2_ops DEFAULT FOR TYPE int2 USING ramp_hash FAMILY ramp.integer_ops AS
+    OPERATOR 1 = (int2, int2), FUNCTION 1 hashint2extended(int2, int8);
+CREATE OPERATOR CLASS ramp.int4_ops DEFAULT FOR TYPE int4 USING ramp_hash FAMILY ramp.integer_ops AS
+    OPERATOR 1 = (int4, int4), FUNCTION 1 hashint4extended(int4, int8);
+CREATE OPERATOR CLASS ramp.int8_ops DEFAULT FOR TYPE int8 USING ramp_hash FAMILY ramp.integer_ops AS
+    OPERATOR 1 = (int8, int8), FUNCTION 1 hashint8extended(int8, int8);
+ALTER OPERATOR FAMILY ramp.integer_ops USING ramp_hash ADD
+    OPERATOR 1 = (int2, int4), OPERATOR 1 = (int2, int8),
+    OPERATOR 1 = (int4, int2), OPERATOR 1 = (int4, int8),
+    OPERATOR 1 = (int8, int2), OPERATOR 1 = (int8, int4);
+
+CREATE OPERATOR FAMILY ramp.float_ops USING ramp_hash;
+CREATE OPERATOR CLASS ramp.float4_ops DEFAULT FOR TYPE float4 USING ramp_hash FAMILY ramp.float_ops AS
+    OPERATOR 1 = (float4, float4), FUNCTION 1 hashfloat4extended(float4, int8);
+CREATE OPERATOR CLASS ramp.float8_ops DEFAULT FOR TYPE float8 USING ramp_hash FAMILY ramp.float_ops AS
+    OPERATOR 1 = (float8, float8), FUNCTION 1 hashfloat8extended(float8, int8);
+ALTER OPERATOR FAMILY ramp.float_ops USING ramp_hash ADD
+    OPERATOR 1 = (float4, float8), OPERATOR 1 = (float8, float4);
+
+-- text also serves varchar (binary coercible), as in PostgreSQL's own hash opclasses.
+CREATE OPERATOR CLASS ramp.text_ops DEFAULT FOR TYPE text USING ramp_hash AS
+    OPERATOR 1 = (text, text), FUNCTION 1 hashtextextended(text, int8);
+CREATE OPERATOR CLASS ramp.bpchar_ops DEFAULT FOR TYPE bpchar USING ramp_hash AS
+    OPERATOR 1 = (bpchar, bpchar), FUNCTION 1 hashbpcharextended(bpchar, int8);
+CREATE OPERATOR CLASS ramp.numeric_ops DEFAULT FOR TYPE numeric USING ramp_hash AS
+    OPERATOR 1 = (numeric, numeric), FUNCTION 1 hash_numeric_extended(numeric, int8);
+CREATE OPERATOR CLASS ramp.date_ops DEFAULT FOR TYPE date USING ramp_hash AS
+    OPERATOR 1 = (date, date), FUNCTION 1 hashint4extended(int4, int8);
+CREATE OPERATOR CLASS ramp.timestamp_ops DEFAULT FOR TYPE timestamp USING ramp_hash AS
+    OPERATOR 1 = (timestamp, timestamp), FUNCTION 1 timestamp_hash_extended(timestamp, int8);
+CREATE OPERATOR CLASS ramp.timestamptz_ops DEFAULT FOR TYPE timestamptz USING ramp_hash AS
+    OPERATOR 1 = (timestamptz, timestamptz), FUNCTION 1 timestamp_hash_extended(timestamp, int8);
+CREATE OPERATOR CLASS ramp.uuid_ops DEFAULT FOR TYPE uuid USING ramp_hash AS
+    OPERATOR 1 = (uuid, uuid), FUNCTION 1 uuid_hash_extended(uuid, int8);
+CREATE OPERATOR CLASS ramp.bool_ops DEFAULT FOR TYPE bool USING ramp_hash AS
+    OPERATOR 1 = (bool, bool), FUNCTION 1 hashcharextended("char", int8);
+CREATE OPERATOR CLASS ramp.oid_ops DEFAULT FOR TYPE oid USING ramp_hash AS
+    OPERATOR 1 = (oid, oid), FUNCTION 1 hashoidextended(oid, int8);
+CREATE OPERATOR CLASS ramp.bytea_ops DEFAULT FOR TYPE bytea USING ramp_hash AS
+    OPERATOR 1 = (bytea, bytea), FUNCTION 1 hashvarlenaextended(internal, int8);
+
+-- Status of the cluster's servers. When no server can be reached, one row per seed of
+-- ramp.nodes with reachable = false and the reason.
+CREATE FUNCTION ramp.cluster_status(
+    OUT node int, OUT endpoints text, OUT reachable bool, OUT error text,
+    OUT partitions bigint, OUT keys bigint, OUT bytes bigint, OUT ops bigint,
+    OUT uptime_ms bigint)
+    RETURNS SETOF record AS 'MODULE_PATHNAME', 'ramp_cluster_status' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION ramp._partitions(
+    OUT keyspace bigint, OUT bucket int, OUT owner int, OUT home int, OUT epoch bigint,
+    OUT keys bigint, OUT bytes bigint, OUT ops_per_sec float8)
+    RETURNS SETOF record AS 'MODULE_PATHNAME', 'ramp_partitions_raw' LANGUAGE C VOLATILE;
+
+-- Every partition of the cluster: owner, home, size, hotness, and the relation of this
+-- database it belongs to (NULL: another database's, or a raw key-value keyspace).
+CREATE FUNCTION ramp.partitions(
+    OUT relation regclass, OUT keyspace bigint, OUT bucket int, OUT owner int, OUT home int,
+    OUT epoch bigint, OUT keys bigint, OUT bytes bigint, OUT ops_per_sec float8)
+    RETURNS SETOF record LANGUAGE sql VOLATILE AS $$
+  SELECT c.oid::regclass, p.keyspace, p.bucket, p.owner, p.home, p.epoch, p.keys, p.bytes,
+         p.ops_per_sec
+    FROM ramp._partitions() p
+    LEFT JOIN ramp.keyspaces k ON k.keyspace = p.keyspace AND k.kind <> 'd'
+    LEFT JOIN pg_catalog.pg_class c
+           ON c.relfilenode = k.relfilenode AND c.reltablespace = k.reltablespace
+   ORDER BY p.keyspace, p.bucket
+$$;
+
+-- The keyspace holding a ramp table's rows or a ramp_hash index's entries (NULL otherwise).
+CREATE FUNCTION ramp.keyspace_of(rel regclass) RETURNS bigint LANGUAGE sql STABLE STRICT AS $$
+  SELECT k.keyspace
+    FROM ramp.keyspaces k
+    JOIN pg_catalog.pg_class c
+      ON c.relfilenode = k.relfilenode AND c.reltablespace = k.reltablespace
+   WHERE c.oid = rel AND k.kind <> 'd'
+$$;
+
+-- Removes from the cluster the keyspaces of dropped relations whose removal after their
+-- transaction committed did not succeed (cluster unreachable then).
+CREATE FUNCTION ramp.collect_garbage() RETURNS int
+    AS 'MODULE_PATHNAME', 'ramp_collect_garbage' LANGUAGE C VOLATILE;
+
+-- DROP of ramp tables and indexes: the keyspaces are retired at commit.
+CREATE FUNCTION ramp.on_sql_drop() RETURNS event_trigger
+    AS 'MODULE_PATHNAME', 'ramp_on_sql_drop' LANGUAGE C;
+CREATE EVENT TRIGGER ramp_sql_drop ON sql_drop EXECUTE FUNCTION ramp.on_sql_drop();
