@@ -1,0 +1,34 @@
+-- TPC-H Q15, Top Supplier. Validation parameters: DATE = 1996-01-01.
+-- The specification's revenue view is written as a common table expression (same definition),
+-- so the query needs no CREATE VIEW / DROP VIEW.
+with revenue0 (supplier_no, total_revenue) as (
+    select
+        l_suppkey,
+        sum(l_extendedprice * (1 - l_discount))
+    from
+        lineitem
+    where
+        l_shipdate >= date '1996-01-01'
+        and l_shipdate < date '1996-01-01' + interval '3' month
+    group by
+        l_suppkey
+)
+select
+    s_suppkey,
+    s_name,
+    s_address,
+    s_phone,
+    total_revenue
+from
+    supplier,
+    revenue0
+where
+    s_suppkey = supplier_no
+    and total_revenue = (
+        select
+            max(total_revenue)
+        from
+            revenue0
+    )
+order by
+    s_suppkey;

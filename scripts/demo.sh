@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# make demo: the main job on a fresh machine (DESIGN §3). Builds everything, starts a local
+# cluster of 3 rampd (durable, with data directories) and a throwaway PostgreSQL, loads TPC-H
+# at a small scale into ramp tables (and heap tables, to check the answers), runs the 22
+# queries, a short pgbench and the read-atomicity checker, and prints a report.
+#   scripts/demo.sh [--sf SF] [--keep]
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+sf=0.1 keep=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sf) sf="$2"; shift 2 ;;
+    --keep) keep=1; shift ;;
+    *) sed -n '2,7p' "$0" >&2; exit 2 ;;
+  esac
+done
+
+step() { printf '\n== %s\n' "$*"; }
+step "building (Release) and installing the extension"
+make -C "$root" --no-print-directory all extension-install 2>&1 | grep -E "^(make|cmake|install-deps).*(rror|Installing)|error" || true
+
+work="$(mktemp -d /tmp/ramp-demo.XXXXXX)"
+chmod 755 "$work"
+cleanup() {
+  "$root/scripts/pg-instance.sh" stop "$work/pg" >/dev/null 2>&1 || true
+  "$root/scripts/ramp-cluster.sh" stop "$work/cluster" >/dev/null 2>&1 || true
+  if [ "$keep" = 1 ]; then echo "demo: kept $work"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+step "starting 3 rampd partition servers (tcp + shm, durable) and PostgreSQL"
+"$root/scripts/ramp-cluster.sh" start "$work/cluster" --nodes 3 --data --memory-mb 1024
+"$root/scripts/pg-instance.sh" start "$work/pg" --ramp-cluster "$work/cluster"
+pg() { "$root/scripts/pg-instance.sh" psql "$work/pg" -v ON_ERROR_STOP=1 "$@"; }
+pg -q -c "CREATE DATABASE demo"
+pg -q -d demo -c "CREATE EXTENSION pg_ramp"
+dsn="host=$work/pg/sock port=$(cat "$work/pg/port") user=postgres dbname=demo"
+tcp_seed="$(cut -d, -f1 "$work/cluster/nodes.tcp")"
+bin="$root/build/engine/tools"
+
+step "loading TPC-H SF $sf into heap tables (the reference) and ramp tables"
+"$root/bench/tpch/load.sh" -d "$dsn" -s "$sf" -n heap
+"$root/bench/tpch/load.sh" -d "$dsn" -s "$sf" -n ramp -a ramp
+
+step "the 22 TPC-H queries on ramp tables, checked against heap"
+tpch_out="$work/tpch.out"
+tpch_status=0
+python3 "$root/bench/tpch/compare.py" --dsn "$dsn" --sf "$sf" --runs 1 \
+  --schema-a heap --schema-b ramp | tee "$tpch_out" || tpch_status=1
+
+step "pgbench on ramp tables (scale 1, 10 s select-only, 10 s TPC-B)"
+pg -q -c "CREATE DATABASE bench"
+pg -q -d bench -c "CREATE EXTENSION pg_ramp"
+pg -q -c "ALTER DATABASE bench SET default_table_access_method = ramp"
+pgb() {
+  runuser -u postgres -- "$(pg_config --bindir)/pgbench" -h "$work/pg/sock" \
+    -p "$(cat "$work/pg/port")" -U postgres "$@" bench
+}
+pgb -i -q -s 1 2>&1 | tail -1
+select_tps=$(pgb -S -c 4 -j 2 -T 10 2>&1 | awk '/^tps = / { print $3; exit }')
+tpcb_tps=$(pgb -c 4 -j 2 -T 10 --max-tries=20 2>&1 | awk '/^tps = / { print $3; exit }')
+
+step "read-atomicity checker: writers and readers on groups spread over the 3 servers (5 s)"
+check_out=$("$bin/ramp_check" --nodes "$(cat "$work/cluster/nodes.shm")" --token-file "$work/cluster/token" --duration-ms 5000 2>&1) || true
+echo "$check_out"
+
+step "report"
+echo "cluster:"
+"$bin/rampctl" --node "$tcp_seed" --token-file "$work/cluster/token" status | sed 's/^/  /'
+echo
+echo "partitions of the ramp schema (from SQL: ramp.partitions()):"
+pg -d demo -c "SELECT owner, count(*) AS partitions, sum(keys) AS rows, pg_size_pretty(sum(bytes)::bigint) AS bytes FROM ramp.partitions() GROUP BY owner ORDER BY owner" | sed 's/^/  /'
+echo "TPC-H SF $sf on ramp tables:"
+grep -E "^total|RESULT .*total_time" "$tpch_out" | sed 's/^/  /'
+if [ "$tpch_status" = 0 ]; then echo "  all 22 queries returned exactly the heap result"; else echo "  SOME QUERIES DIFFER (see above)"; fi
+echo "pgbench on ramp tables: select-only ${select_tps:-?} tps, TPC-B ${tpcb_tps:-?} tps"
+echo "read atomicity: ${check_out#ramp_check: }"
+[ "$tpch_status" = 0 ]
