@@ -25,6 +25,8 @@ PG_CONFIG ?= pg_config
 # The extension links the Release libraries (a sanitizer build cannot load into PostgreSQL).
 RELEASE_BUILD_DIR := build
 
+DEMO_ARGS ?=
+
 .PHONY: all deps cmake-configure cmake-build check unit-check fuzz-smoke demo clean install \
 	release-libs extension extension-install regress
 
@@ -42,6 +44,7 @@ cmake-build: cmake-configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 unit-check: cmake-build
+	scripts/check-meta.py
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
 # libFuzzer targets (clang, ASan+UBSan): a short smoke run; scripts/fuzz.sh N runs longer.
@@ -70,8 +73,9 @@ regress: extension-install release-libs
 check: unit-check fuzz-smoke regress
 	@echo "make check: all suites passed"
 
-demo: cmake-build
-	bench/transport/run --quick
+# The main job: scripts/demo.sh builds and installs what it needs itself.
+demo: deps
+	scripts/demo.sh $(DEMO_ARGS)
 
 install: extension-install
 	install -d $(BINDIR)
