@@ -1,13 +1,14 @@
 // RAMP transactions against a cluster of real rampd processes, over every read/write path.
 #include <gtest/gtest.h>
+#include <chrono>
 
 #include <thread>
 
 #include "common/record.h"
 #include "itest_util.h"
 #include "protocol/messages.h"
-#include "ramp/hlc.h"
 #include "ramp/client.h"
+#include "ramp/hlc.h"
 #include "ramp/transport/transport.h"
 #include "test_cluster.h"
 
@@ -49,7 +50,9 @@ struct PathCase {
 
 class PathTest : public ClusterTest, public ::testing::WithParamInterface<PathCase> {
  protected:
-  std::unique_ptr<Client> OpenParam() { return Open(GetParam().provider, GetParam().read, GetParam().write); }
+  std::unique_ptr<Client> OpenParam() {
+    return Open(GetParam().provider, GetParam().read, GetParam().write);
+  }
   // A keyspace per test so that tests do not see each other's keys.
   KeyspaceId Ks() const {
     return KeyHash(std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
@@ -83,9 +86,8 @@ TEST_P(PathTest, WritesAcrossNodesAreReadBack) {
     }
   }
   if (GetParam().read == ReadPath::kGetStar) {
-    EXPECT_GE(c->stats().one_sided_hits, 100u)
-        << "one-sided reads " << c->stats().one_sided_reads << ", fallbacks "
-        << c->stats().one_sided_fallbacks;
+    EXPECT_GE(c->stats().one_sided_hits, 100u) << "one-sided reads " << c->stats().one_sided_reads
+                                               << ", fallbacks " << c->stats().one_sided_fallbacks;
   } else {
     EXPECT_EQ(c->stats().one_sided_reads, 0u);
   }
@@ -131,6 +133,52 @@ TEST_P(PathTest, ReaderSeesUpdatesFromAnotherClient) {
     // Each update invalidated the cached address: the valid bit sent the reader to GET+.
     EXPECT_GT(reader->stats().one_sided_fallbacks, 0u);
   }
+}
+
+// A read snapshot returns the newest version committed at or before it: a transaction that
+// commits after the snapshot is invisible to every read that uses it (one-sided reads too:
+// a cached address of a newer version goes to the request path), metadata comes back when
+// asked for, and the latest read sees the new version.
+TEST_P(PathTest, SnapshotReadsSeeTheVersionBeforeALaterCommit) {
+  auto reader = OpenParam();
+  auto writer = OpenParam();
+  const KeyspaceId ks = Ks();
+  auto t = writer->Begin();
+  ASSERT_TRUE(t->Put(ks, "a", "old-a").ok());
+  ASSERT_TRUE(t->Put(ks, "b", "old-b").ok());
+  Timestamp first;
+  ASSERT_TRUE(t->Commit(&first).ok());
+  const std::vector<ReadItem> items{ReadItem{ks, "a", {}}, ReadItem{ks, "b", {}}};
+  std::vector<ReadResult> out;
+  auto r = reader->Begin();
+  ASSERT_TRUE(r->GetAll(items, &out).ok());  // caches the addresses (GET*)
+  const Timestamp snapshot = r->SnapshotNow();
+  EXPECT_GE(snapshot, first);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a later millisecond
+  t = writer->Begin();
+  ASSERT_TRUE(t->Put(ks, "a", "new-a").ok());
+  ASSERT_TRUE(t->Delete(ks, "b").ok());
+  Timestamp second;
+  ASSERT_TRUE(t->Commit(&second).ok());
+  ASSERT_GT(second, snapshot);
+
+  r->SetReadSnapshot(snapshot);
+  r->ReturnMetadata(true);
+  for (int round = 0; round < 2; round++) {
+    Status st = r->GetAll(items, &out);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_TRUE(out[0].found);
+    EXPECT_EQ(out[0].value, "old-a");
+    EXPECT_EQ(out[0].ts, first);
+    EXPECT_FALSE(out[0].metadata.empty());  // names b, the other key of its transaction
+    EXPECT_TRUE(out[1].found);
+    EXPECT_EQ(out[1].value, "old-b");
+  }
+  r->SetReadSnapshot(Timestamp());
+  ASSERT_TRUE(r->GetAll(items, &out).ok());
+  EXPECT_EQ(out[0].value, "new-a");
+  EXPECT_EQ(out[0].ts, second);
+  EXPECT_FALSE(out[1].found);
 }
 
 TEST_P(PathTest, WriteWriteConflictAbortsAndLeavesNothing) {
@@ -184,7 +232,8 @@ TEST_P(PathTest, BulkTransactionsSpanManyMessages) {
   const KeyspaceId ks = Ks();
   auto t = c->Begin();
   const int n = 40000;
-  for (int i = 0; i < n; i++) ASSERT_TRUE(t->Put(ks, "row" + std::to_string(i), std::to_string(i * 7)).ok());
+  for (int i = 0; i < n; i++)
+    ASSERT_TRUE(t->Put(ks, "row" + std::to_string(i), std::to_string(i * 7)).ok());
   const std::string mb(1 << 20, 'm');
   // 40 MiB over three nodes: more than one PREPARE message per node (8 MiB each).
   for (int i = 0; i < 40; i++) ASSERT_TRUE(t->Put(ks, "blob" + std::to_string(i), mb).ok());
@@ -317,7 +366,8 @@ TEST_F(ClusterTest, StatusAndPartitions) {
 }
 
 TEST_F(ClusterTest, WrongTokenIsRefused) {
-  ClientOptions o = cluster_->ClientOptionsFor(Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus);
+  ClientOptions o =
+      cluster_->ClientOptionsFor(Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus);
   o.token = "not-the-token";
   std::unique_ptr<Client> c;
   Status st = Client::Open(o, &c);

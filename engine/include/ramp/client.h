@@ -89,6 +89,10 @@ struct ReadResult {
   bool found = false;  // false: no committed version (never written, or deleted)
   Timestamp ts;        // the version read (zero when not found and never written)
   std::string value;
+  // The RAMP metadata of the version read (encoded record::Metadata: the other keys or
+  // partitions its transaction wrote), when the transaction asked for it
+  // (Transaction::ReturnMetadata): lets a caller keep several reads atomic together.
+  std::string metadata;
 };
 
 // Counters of one client, for benchmarks and status.
@@ -120,6 +124,15 @@ class Transaction {
   // One RAMP read of all items (read-atomic: never half of another transaction's writes).
   Status GetAll(std::span<const ReadItem> items, std::vector<ReadResult>* out);
   Status Get(KeyspaceId keyspace, std::string_view key, ReadResult* out);
+  // GetAll/Get also return each version's metadata (ReadResult::metadata). Off by default.
+  void ReturnMetadata(bool on);
+  // Reads (GetAll/Get) return the newest committed version at or before `snapshot` instead
+  // of the latest (zero: latest, the default); read atomicity is unchanged. A statement that
+  // reads many keys in many requests uses one snapshot so that a transaction committing
+  // meanwhile is seen by none of them (or, by RAMP's repair, by all it touches).
+  void SetReadSnapshot(const Timestamp& snapshot);
+  // A snapshot that includes every version committed before now (and all this client saw).
+  Timestamp SnapshotNow() const;
 
   // Every live (committed, not deleted) entry of a group, overlaid with this transaction's
   // buffered writes to the group.

@@ -36,7 +36,7 @@ void Accept(ReadSlot& s, const protocol::GetResult& r) {
 
 // Checks a record copied one-sided: it must be the committed version of exactly this key
 // (a stale address may point at reused memory).
-bool AcceptOneSided(ReadSlot& s) {
+bool AcceptOneSided(ReadSlot& s, const Timestamp& snapshot) {
   if (!s.one_sided_status.ok()) return false;
   record::RecordView v;
   if (!record::DecodeRecord(reinterpret_cast<const uint8_t*>(s.record.data()), s.record.size(), &v)
@@ -47,6 +47,9 @@ bool AcceptOneSided(ReadSlot& s) {
       v.bucket != s.part.bucket || v.key != s.key) {
     return false;
   }
+  // A snapshot read wants the newest version at or before the snapshot: a newer current
+  // version sends the key to the request path (kGetSnapshot).
+  if (!snapshot.zero() && v.ts > snapshot) return false;
   s.have = true;
   s.ts = v.ts;
   s.tombstone = v.tombstone();
@@ -94,7 +97,7 @@ Status PostOneSided(Client::Impl& c, std::vector<ReadSlot>& slots, std::vector<s
 // Slots whose partition moved stay without a version (the caller retries them).
 // at_ts: per slot, the timestamp to read (zero: latest committed).
 Status GetByRequest(Client::Impl& c, std::vector<ReadSlot>& slots, const std::vector<size_t>& todo,
-                    const std::vector<Timestamp>& at_ts, bool want_address,
+                    const std::vector<Timestamp>& at_ts, bool want_address, bool at_is_snapshot,
                     std::vector<ItemStatus>* statuses) {
   // Per node, in batches of bounded size (a large read is several pipelined messages).
   std::vector<std::pair<uint32_t, std::vector<size_t>>> by_node;
@@ -115,7 +118,8 @@ Status GetByRequest(Client::Impl& c, std::vector<ReadSlot>& slots, const std::ve
   std::string body;
   for (auto& [node, ks] : by_node) {
     protocol::GetRequest req;
-    req.flags = want_address ? protocol::kGetWantAddress : 0;
+    req.flags = static_cast<uint8_t>((want_address ? protocol::kGetWantAddress : 0) |
+                                     (at_is_snapshot ? protocol::kGetSnapshot : 0));
     req.items.reserve(ks.size());
     for (size_t k : ks) {
       const ReadSlot& s = slots[todo[k]];
@@ -124,7 +128,8 @@ Status GetByRequest(Client::Impl& c, std::vector<ReadSlot>& slots, const std::ve
     body.clear();
     protocol::Encode(req, &body);
     uint64_t id = 0;
-    Status st = c.Call(node, c.ReadChannel(), Op::kGet, static_cast<uint32_t>(ks.size()), body, &id);
+    Status st =
+        c.Call(node, c.ReadChannel(), Op::kGet, static_cast<uint32_t>(ks.size()), body, &id);
     if (!st.ok()) {
       for (uint64_t i : ids) c.calls.erase(i);
       return st;
@@ -182,7 +187,7 @@ Status GetByRequest(Client::Impl& c, std::vector<ReadSlot>& slots, const std::ve
   return result;
 }
 
-Status RoundOne(Client::Impl& c, std::vector<ReadSlot>& slots) {
+Status RoundOne(Client::Impl& c, std::vector<ReadSlot>& slots, const Timestamp& snapshot) {
   std::vector<size_t> todo(slots.size());
   for (size_t i = 0; i < slots.size(); i++) todo[i] = i;
   const bool get_star = c.options.read_path == ReadPath::kGetStar;
@@ -197,11 +202,17 @@ Status RoundOne(Client::Impl& c, std::vector<ReadSlot>& slots) {
       std::vector<size_t> rest;
       for (size_t i : todo) {
         ReadSlot& s = slots[i];
-        if (s.one_sided && s.one_sided_done && AcceptOneSided(s)) {
+        if (s.one_sided && s.one_sided_done && AcceptOneSided(s, snapshot)) {
           c.stats.one_sided_hits++;
           continue;
         }
-        if (s.one_sided) {
+        if (s.one_sided && !snapshot.zero() && s.one_sided_done && s.one_sided_status.ok()) {
+          // Possibly just newer than the snapshot: the address may still be current.
+          s.have = false;
+          s.ts = Timestamp();
+          s.value.clear();
+          s.metadata.clear();
+        } else if (s.one_sided) {
           // Invalid bit, reused memory, or a failed read: the address is stale (GET+ below
           // returns the current one).
           c.stats.one_sided_fallbacks++;
@@ -212,9 +223,10 @@ Status RoundOne(Client::Impl& c, std::vector<ReadSlot>& slots) {
       todo.swap(rest);
       if (todo.empty()) break;
     }
-    std::vector<Timestamp> latest(todo.size());
+    std::vector<Timestamp> latest(todo.size(), snapshot);
     std::vector<ItemStatus> statuses;
-    RAMP_RETURN_IF_ERROR(GetByRequest(c, slots, todo, latest, get_star, &statuses));
+    RAMP_RETURN_IF_ERROR(
+        GetByRequest(c, slots, todo, latest, get_star, !snapshot.zero(), &statuses));
     std::vector<size_t> rest;
     for (size_t k = 0; k < todo.size(); k++) {
       if (statuses[k] == ItemStatus::kMoved) rest.push_back(todo[k]);
@@ -295,7 +307,7 @@ Status RoundTwo(Client::Impl& c, std::vector<ReadSlot>& slots) {
   round1.reserve(todo.size());
   for (size_t i : todo) round1.push_back(slots[i]);
   std::vector<ItemStatus> statuses;
-  RAMP_RETURN_IF_ERROR(GetByRequest(c, slots, todo, at, false, &statuses));
+  RAMP_RETURN_IF_ERROR(GetByRequest(c, slots, todo, at, false, false, &statuses));
   for (size_t k = 0; k < todo.size(); k++) {
     ReadSlot& s = slots[todo[k]];
     switch (statuses[k]) {
@@ -324,14 +336,14 @@ Status RoundTwo(Client::Impl& c, std::vector<ReadSlot>& slots) {
 
 }  // namespace
 
-Status RampRead(Client::Impl& c, std::vector<ReadSlot>& slots) {
+Status RampRead(Client::Impl& c, std::vector<ReadSlot>& slots, const Timestamp& snapshot) {
   c.stats.reads++;
   for (int attempt = 0;; attempt++) {
     for (auto& s : slots) {
       s.have = false;
       s.ts = Timestamp();
     }
-    RAMP_RETURN_IF_ERROR(RoundOne(c, slots));
+    RAMP_RETURN_IF_ERROR(RoundOne(c, slots, snapshot));
     if (c.options.disable_round2) return Status::OK();
     Status st = RoundTwo(c, slots);
     if (!st.Is(Status::Code::kAborted)) return st;

@@ -1,5 +1,6 @@
 // Transaction: the write buffer, read-your-writes overlay, and the dispatch to RAMP-Fast or
 // the strict 2PL baseline.
+#include <algorithm>
 #include <unordered_map>
 
 #include "client/transaction_state.h"
@@ -18,13 +19,16 @@ std::unique_ptr<Transaction> Client::Begin() {
   return std::unique_ptr<Transaction>(new Transaction(this));
 }
 
-size_t Transaction::buffered_writes() const { return state_->writes.size(); }
+size_t Transaction::buffered_writes() const {
+  return state_->writes.size();
+}
 
 namespace {
 Status CheckSizes(const ClientOptions& o, std::string_view key, std::string_view value) {
   if (key.size() > o.max_key_bytes) {
-    return Status::TooLarge("key of " + std::to_string(key.size()) + " bytes exceeds the limit of " +
-                            std::to_string(o.max_key_bytes) + " bytes");
+    return Status::TooLarge("key of " + std::to_string(key.size()) +
+                            " bytes exceeds the limit of " + std::to_string(o.max_key_bytes) +
+                            " bytes");
   }
   if (value.size() > o.max_value_bytes) {
     return Status::TooLarge("value of " + std::to_string(value.size()) +
@@ -65,15 +69,33 @@ Status Transaction::GetAll(std::span<const ReadItem> items, std::vector<ReadResu
   }
   if (slots.empty()) return Status::OK();
   Status st = c.options.protocol == Protocol::kS2pl ? S2plRead(c, *state_, slots)
-                                                    : RampRead(c, slots);
+                                                    : RampRead(c, slots, state_->read_snapshot);
   RAMP_RETURN_IF_ERROR(st);
   for (auto& s : slots) {
     ReadResult& r = (*out)[s.out];
     r.ts = s.ts;
     r.found = s.have && !s.tombstone && !s.ts.zero();
     if (r.found) r.value = std::move(s.value);
+    if (state_->return_metadata) r.metadata = std::move(s.metadata);
   }
   return Status::OK();
+}
+
+void Transaction::ReturnMetadata(bool on) {
+  state_->return_metadata = on;
+}
+
+void Transaction::SetReadSnapshot(const Timestamp& snapshot) {
+  state_->read_snapshot = snapshot;
+}
+
+Timestamp Transaction::SnapshotNow() const {
+  // Every version this client wrote or saw is at or before its clock; every transaction that
+  // committed before this moment on a clock-synchronized machine is at or before wall-clock
+  // time (HLC time is milliseconds << 16: the whole current millisecond is included).
+  const uint64_t clock = client_->impl()->clock.Peek();
+  const uint64_t wall = (HybridClock::PhysicalNow() | 0xFFFF);
+  return Timestamp{std::max(clock, wall), ~uint64_t{0}};
 }
 
 Status Transaction::Get(KeyspaceId keyspace, std::string_view key, ReadResult* out) {

@@ -28,6 +28,8 @@ struct Transaction::State {
   uint64_t txn_number = 0;                        // strict 2PL lock owner
   std::set<uint32_t> locked_nodes;                // strict 2PL: nodes holding our locks
   bool finished = false;
+  bool return_metadata = false;  // GetAll fills ReadResult::metadata
+  Timestamp read_snapshot;       // zero: latest committed
 
   const BufferedWrite* Find(KeyspaceId keyspace, std::string_view key) const {
     auto it = index.find(AddressKey(keyspace, key));
@@ -58,7 +60,9 @@ struct ReadSlot {
 
 // RAMP-Fast reads and writes (read_path.cpp, write_path.cpp) and the strict 2PL baseline
 // (s2pl.cpp), as free functions over the client internals.
-Status RampRead(Client::Impl& c, std::vector<ReadSlot>& slots);
+// snapshot: zero reads the latest committed versions; otherwise round 1 reads the newest
+// committed version at or before it (round 2 still repairs from metadata).
+Status RampRead(Client::Impl& c, std::vector<ReadSlot>& slots, const Timestamp& snapshot = {});
 Status RampCommit(Client::Impl& c, std::vector<BufferedWrite>& writes, Timestamp* commit_ts);
 Status S2plRead(Client::Impl& c, Transaction::State& t, std::vector<ReadSlot>& slots);
 Status S2plCommit(Client::Impl& c, Transaction::State& t);
