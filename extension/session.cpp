@@ -12,6 +12,9 @@
 #include "keys.hpp"
 #include "session.hpp"
 
+#include "common/record.h"
+#include "ramp/hlc.h"
+
 #include "boundary.hpp"
 
 namespace pgramp {
@@ -142,7 +145,12 @@ ramp::Client& Session::client() {
 
 ramp::Transaction& Session::reader() {
   ramp::Client& c = client();
-  if (reader_ == nullptr) reader_ = c.Begin();
+  if (reader_ == nullptr) {
+    reader_ = c.Begin();
+    reader_->ReturnMetadata(true);  // NoteRead keeps a statement's reads atomic together
+    statement_tag_ = {0, 0};
+  }
+  CurrentStatementTag();
   return *reader_;
 }
 
@@ -310,6 +318,82 @@ const Session::PrefetchedRow* Session::Prefetched(ramp::KeyspaceId ks, uint64_t 
   if (prefetched_.empty() || !CurrentPrefetchTag()) return nullptr;
   auto it = prefetched_.find(RowRef{ks, rowid});
   return it == prefetched_.end() ? nullptr : &it->second;
+}
+
+// Rows tracked per statement at most (reads beyond it are read-atomic per request only).
+constexpr size_t kMaxStatementRows = size_t{1} << 20;
+// How long a RAMP commit may take to reach every partition (generously).
+constexpr uint64_t kInFlightCommitMs = 2000;
+
+void Session::CurrentStatementTag() {
+  const std::pair<int64_t, uint32_t> tag{GetCurrentStatementStartTimestamp(),
+                                         GetCurrentCommandId(false)};
+  if (tag == statement_tag_) return;
+  statement_tag_ = tag;
+  // One snapshot per statement: every row it reads, in however many requests, is the newest
+  // version committed before the statement started (or, by RAMP's repair, one of the same
+  // transaction). Like heap's statement snapshot in READ COMMITTED, a transaction committing
+  // meanwhile is invisible to the whole statement: an UPDATE then finds the old version and
+  // fails its commit with a conflict instead of finding neither version.
+  // (ramp.debug_unchecked_lookups, a test switch, reads the latest versions as before.)
+  if (reader_ != nullptr) {
+    reader_->SetReadSnapshot(guc::debug_unchecked_lookups ? ramp::Timestamp()
+                                                          : reader_->SnapshotNow());
+  }
+  statement_need_.clear();
+  statement_read_.clear();
+  statement_tracking_ = true;
+}
+
+ramp::Timestamp Session::RequiredVersion(ramp::KeyspaceId ks, uint64_t rowid) {
+  CurrentStatementTag();
+  if (statement_need_.empty()) return ramp::Timestamp();
+  auto it = statement_need_.find(RowRef{ks, rowid});
+  return it == statement_need_.end() ? ramp::Timestamp() : it->second;
+}
+
+void Session::NoteRead(ramp::KeyspaceId ks, uint64_t rowid, const ramp::Timestamp& ts,
+                       std::string_view metadata) {
+  CurrentStatementTag();
+  if (!statement_tracking_) return;
+  if (statement_need_.size() + statement_read_.size() > kMaxStatementRows) {
+    statement_tracking_ = false;
+    statement_need_.clear();
+    statement_read_.clear();
+    return;
+  }
+  statement_read_[RowRef{ks, rowid}] = ts;
+  if (metadata.empty() || ts.zero()) return;
+  ramp::record::Metadata md;
+  if (!ramp::record::DecodeMetadata(metadata, &md).ok() ||
+      md.mode != ramp::record::Metadata::Mode::kKeys) {
+    return;  // bulk writes name partitions: nothing per row to check
+  }
+  // A commit younger than this may still be on its way to some partitions; older ones
+  // are complete (unless their client died mid-commit), and their deletions may have been
+  // forgotten by the servers' GC (a row then reads as never written: not a fracture).
+  const bool recent = ts.time + (kInFlightCommitMs << 16) > ramp::HybridClock::PhysicalNow();
+  for (const auto& sib : md.keys) {
+    uint64_t sib_rowid = 0;
+    if (!DecodeRowKey(sib.key, &sib_rowid)) continue;  // index entries, sequences
+    const RowRef ref{sib.keyspace, sib_rowid};
+    if (ref == RowRef{ks, rowid}) continue;
+    auto read = statement_read_.find(ref);
+    if (read != statement_read_.end() && read->second < ts &&
+        (!read->second.zero() || recent)) {
+      // Read earlier at an older version (or not at all, while the commit was in flight):
+      // this statement saw the transaction half committed -- e.g. an UPDATE's new row not
+      // yet committed at its partition and then the old row deleted at its own. Going on
+      // could miss both versions of a row. 40001: the statement can be retried.
+      throw RampError(ramp::Status::Conflict(
+                          "this statement read a row before and another row after the commit "
+                          "of the transaction that wrote both (" +
+                          ts.ToString() + ")"),
+                      "reading rows of a ramp table");
+    }
+    auto [need, inserted] = statement_need_.emplace(ref, ts);
+    if (!inserted && need->second < ts) need->second = ts;
+  }
 }
 
 void Session::RowTimestamps::Put(const RowRef& r, const ramp::Timestamp& ts) {

@@ -86,6 +86,20 @@ class Session {
                 std::string value);
   const PrefetchedRow* Prefetched(ramp::KeyspaceId ks, uint64_t rowid);
 
+  // Keeps the row reads of one statement atomic together. All of them read one snapshot
+  // (the statement's start, see CurrentStatementTag); each GetAll is read-atomic on its own,
+  // and every row read is noted with the metadata of its version: a sibling row named there
+  // must be read at least at that version later in the statement. RequiredVersion gives that
+  // bound, passed as ReadItem::required: the client then fetches exactly that version (RAMP's
+  // round 2 across requests), e.g. the new row of an UPDATE committed at the old row's
+  // partition but not yet at the new row's. Valid for the current statement; bounded.
+  // A sibling already read at an older version (or as absent while the commit may still be
+  // in flight) means the statement saw a transaction half committed: NoteRead throws a
+  // conflict (40001) rather than let an UPDATE miss both versions of a row.
+  ramp::Timestamp RequiredVersion(ramp::KeyspaceId ks, uint64_t rowid);
+  void NoteRead(ramp::KeyspaceId ks, uint64_t rowid, const ramp::Timestamp& ts,
+                std::string_view metadata);
+
  private:
   Session() = default;
   void Open();
@@ -143,6 +157,12 @@ class Session {
   std::pair<int64_t, uint32_t> prefetch_tag_{0, 0};
   size_t prefetched_bytes_ = 0;
   bool CurrentPrefetchTag();
+  // Statement reads (see NoteRead): versions read, lower bounds learned from metadata.
+  std::unordered_map<RowRef, ramp::Timestamp, RowRefHash> statement_read_;
+  std::unordered_map<RowRef, ramp::Timestamp, RowRefHash> statement_need_;
+  std::pair<int64_t, uint32_t> statement_tag_{0, 0};
+  bool statement_tracking_ = true;
+  void CurrentStatementTag();
 };
 
 }  // namespace pgramp

@@ -37,6 +37,16 @@ struct XactState {
   bool catalog_changed = false;
   // A subtransaction's writes could not be undone (out of memory): the commit must fail.
   bool poisoned = false;
+  // Committed rows deleted (or updated away) by the current command, with the version this
+  // transaction read: a unique check that meets a live row re-reads them (see
+  // tam::CheckCommandDeletesCurrent). Bounded; only the latest command's rows are kept.
+  struct CommandDelete {
+    KeyspaceRef ks;
+    uint64_t rowid = 0;
+    ramp::Timestamp expected;
+  };
+  CommandIdT command_deletes_cid = 0;
+  std::vector<CommandDelete> command_deletes;
 
   bool IsFresh(ramp::KeyspaceId ks) const;
 };

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ramp/client.h"
+#include "ramp/hlc.h"
 
 #include "keys.hpp"
 #include "session.hpp"
@@ -78,12 +79,13 @@ void FetchRows(const KeyspaceRef& ks, const Visibility& vis, const std::vector<u
     std::vector<ramp::ReadItem> items;
     items.reserve(remote.size());
     for (size_t i = 0; i < remote.size(); i++) {
-      items.push_back(ramp::ReadItem{ks.id, keys[i], {}});
+      items.push_back(ramp::ReadItem{ks.id, keys[i], session.RequiredVersion(ks.id, remote[i])});
     }
     std::vector<ramp::ReadResult> results;
     session.Check(session.reader().GetAll(items, &results), "reading rows of a ramp table");
     for (size_t i = 0; i < results.size() && i < remote.size(); i++) {
       ramp::ReadResult& r = results[i];
+      session.NoteRead(ks.id, remote[i], r.ts, r.metadata);
       if (r.found) {
         session.RememberVersion(ks.id, remote[i], r.ts);
         out->rows.push_back(RowVersion{remote[i], r.ts, true, std::move(r.value)});
@@ -114,6 +116,7 @@ bool FetchRow(const KeyspaceRef& ks, const Visibility& vis, uint64_t rowid, RowV
   if (const Session::PrefetchedRow* p = session.Prefetched(ks.id, rowid)) {
     if (!p->live) {
       if (dead != nullptr) *dead = !p->ts.zero();
+      out->ts = p->ts;
       return false;
     }
     *out = RowVersion{rowid, p->ts, true, p->value};
@@ -121,12 +124,14 @@ bool FetchRow(const KeyspaceRef& ks, const Visibility& vis, uint64_t rowid, RowV
   }
   session.Define(ks);
   const std::string key = RowKey(rowid);
-  const ramp::ReadItem item{ks.id, key, {}};
+  const ramp::ReadItem item{ks.id, key, session.RequiredVersion(ks.id, rowid)};
   std::vector<ramp::ReadResult> results;
   session.Check(session.reader().GetAll(std::span<const ramp::ReadItem>(&item, 1), &results),
                 "reading a row of a ramp table");
+  if (!results.empty()) session.NoteRead(ks.id, rowid, results[0].ts, results[0].metadata);
   if (results.empty() || !results[0].found) {
     if (dead != nullptr && !results.empty() && !results[0].ts.zero()) *dead = true;
+    if (!results.empty()) out->ts = results[0].ts;  // the deletion's timestamp
     return false;
   }
   session.RememberVersion(ks.id, rowid, results[0].ts);
@@ -147,6 +152,10 @@ void IndexFetchEnd(struct IndexFetchTableData* data) {
   pfree(data);
 }
 
+// How old a deletion must be before index entries of the row may be killed (the time a
+// RAMP commit takes to reach every partition, with a wide margin).
+constexpr uint64_t kKillAfterMs = 500;
+
 bool IndexFetchTuple(struct IndexFetchTableData* scan, ItemPointer tid, Snapshot snapshot,
                      TupleTableSlot* slot, bool* call_again, bool* all_dead) {
   *call_again = false;
@@ -163,8 +172,19 @@ bool IndexFetchTuple(struct IndexFetchTableData* scan, ItemPointer tid, Snapshot
     bool dead = false;
     if (!FetchRow(fetch->ks, VisibilityOf(snapshot), rowid, &row, &dead)) {
       // A committed deletion is final for every reader (row ids are never reused): local
-      // indexes may mark the entry dead and drop it later.
-      if (all_dead != nullptr) *all_dead = dead;
+      // indexes may mark the entry dead and skip it from then on -- but only once the
+      // deleting transaction has surely committed everywhere. Until then its new version of
+      // the row (an UPDATE) may still be invisible at the other partition, and a scan that
+      // skipped the old entry would find neither version: a lost UPDATE. Visiting the old
+      // entry instead lets the statement's reads see it (Session::NoteRead).
+      if (all_dead != nullptr) {
+        *all_dead = dead && !row.ts.zero() &&
+                    ramp::HybridClock::PhysicalNow() > row.ts.time + (kKillAfterMs << 16);
+      }
+      return false;
+    }
+    if (snapshot != nullptr && snapshot->snapshot_type == SNAPSHOT_DIRTY &&
+        !CheckCommandDeletesCurrent(fetch->ks, rowid, /*remote=*/!row.ts.zero())) {
       return false;
     }
     StoreRow(slot, scan->rel, rowid, row.value);
@@ -178,7 +198,20 @@ bool TupleFetchRowVersion(Relation rel, ItemPointer tid, Snapshot snapshot, Tupl
     uint64_t rowid = 0;
     if (!RowIdOfTid(tid, &rowid)) return false;
     RowVersion row;
-    if (!FetchRow(RelationKeyspace(rel), VisibilityOf(snapshot), rowid, &row, nullptr)) {
+    const KeyspaceRef ks = RelationKeyspace(rel);
+    if (!FetchRow(ks, VisibilityOf(snapshot), rowid, &row, nullptr)) {
+      // SnapshotAny: the executor re-fetches a row it is about to UPDATE. Heap keeps the dead
+      // tuple; a ramp row deleted by a concurrent transaction since this one read it is gone
+      // from the cluster. That is a write-write conflict (the commit would fail the same way).
+      ramp::Timestamp read_ts;
+      if (snapshot != nullptr && snapshot->snapshot_type == SNAPSHOT_ANY &&
+          Session::Get().RecallVersion(ks.id, rowid, &read_ts)) {
+        throw RampError(
+            ramp::Status::Conflict("row " + std::to_string(rowid) +
+                                   " was deleted by a concurrent transaction after "
+                                   "this one read it"),
+            std::string("updating ramp table \"") + RelationGetRelationName(rel) + "\"");
+      }
       return false;
     }
     StoreRow(slot, rel, rowid, row.value);

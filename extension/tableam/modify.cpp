@@ -4,6 +4,7 @@
 // UPDATE = delete the old row id + insert a new one: local indexes on the old TID then never
 // return the new row, and no update chains are needed. DELETE and UPDATE carry the version
 // timestamp the transaction read, so a concurrent change makes the commit fail with 40001.
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,10 @@ void FillFailure(TM_FailureData* tmfd, ItemPointer tid, CommandId cmax) {
   tmfd->cmax = cmax;
   tmfd->traversed = false;
 }
+
+// How many rows of the current command CheckCommandDeletesCurrent re-reads at most (an
+// UPDATE of one row by key needs one; a bulk UPDATE's rows are checked at commit).
+constexpr size_t kMaxCommandDeletes = 64;
 
 // Deletes the row at tid in the transaction's buffer (and its ramp_hash entries).
 TM_Result DeleteRow(Relation rel, ItemPointer tid, CommandId cid, TM_FailureData* tmfd) {
@@ -77,10 +82,62 @@ TM_Result DeleteRow(Relation rel, ItemPointer tid, CommandId cid, TM_FailureData
   }
   x.writes.Delete(ks, key, cid, sub, true, &expected);
   if (indexed) hashindex::DeleteEntriesOfRow(rel, rowid, value, cid, true);
+  if (x.command_deletes_cid != cid) {
+    x.command_deletes.clear();
+    x.command_deletes_cid = cid;
+  }
+  if (x.command_deletes.size() < kMaxCommandDeletes) {
+    x.command_deletes.push_back(XactState::CommandDelete{ks, rowid, expected});
+  }
   return TM_Ok;
 }
 
 }  // namespace
+
+bool CheckCommandDeletesCurrent(const KeyspaceRef& found_ks, uint64_t found_rowid, bool remote) {
+  XactState* x = XactIfAny();
+  if (x == nullptr || x->command_deletes.empty() ||
+      x->command_deletes_cid != GetCurrentCommandId(false)) {
+    return true;
+  }
+  Session& session = Session::Get();
+  // The live row goes into the same read-atomic GetAll: if its transaction also deleted one
+  // of our rows, RAMP's metadata makes the read return that deletion even while the
+  // transaction's COMMIT is still on its way to the other partition.
+  // An own row (remote = false) is not read: only this command's deletes are.
+  const size_t first = remote ? 1 : 0;
+  std::vector<std::string> keys;
+  keys.reserve(x->command_deletes.size() + 1);
+  if (remote) {
+    session.Define(found_ks);
+    keys.push_back(RowKey(found_rowid));
+  }
+  for (const auto& d : x->command_deletes) {
+    session.Define(d.ks);
+    keys.push_back(RowKey(d.rowid));
+  }
+  std::vector<ramp::ReadItem> items;
+  if (remote) items.push_back(ramp::ReadItem{found_ks.id, keys[0], {}});
+  for (size_t i = 0; i < x->command_deletes.size(); i++) {
+    items.push_back(ramp::ReadItem{x->command_deletes[i].ks.id, keys[i + first], {}});
+  }
+  // The latest versions, not the statement's snapshot: the point is what committed since.
+  std::unique_ptr<ramp::Transaction> latest = session.client().Begin();
+  std::vector<ramp::ReadResult> results;
+  session.Check(latest->GetAll(items, &results), "re-reading rows this command changed");
+  for (size_t i = first; i < results.size() && i - first < x->command_deletes.size(); i++) {
+    const XactState::CommandDelete& d = x->command_deletes[i - first];
+    if (!(results[i].ts == d.expected)) {
+      throw RampError(ramp::Status::Conflict("row " + std::to_string(d.rowid) +
+                                             " was changed by a concurrent transaction after "
+                                             "this one read it"),
+                      "checking a unique index of a ramp table");
+    }
+  }
+  // The same read may show the row deleted after all: it was the old version of a row whose
+  // updating transaction had committed at the new row's partition but not yet at this one.
+  return !remote || (!results.empty() && results[0].found);
+}
 
 void InsertSlots(Relation rel, TupleTableSlot** slots, int nslots, CommandId cid) {
   const KeyspaceRef ks = RelationKeyspace(rel);

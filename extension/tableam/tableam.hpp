@@ -89,6 +89,19 @@ bool FetchRow(const KeyspaceRef& ks, const Visibility& vis, uint64_t rowid, RowV
               bool* dead);
 
 // ---- writes (modify.cpp) ----
+// A unique check (dirty snapshot) met a live row (found_rowid): committed on the cluster
+// (remote) or inserted by this transaction. Separate reads are each read-atomic but not atomic
+// together: a concurrent UPDATE that moved a row may be committed at one partition and not yet
+// at the other, so one statement can see both the old and the new version of a row (and
+// update both: its own new row then collides with the second update's). So the rows this
+// command deleted or updated away are read again in one GetAll, with the found row if remote:
+//  - one of them changed since this transaction read it: the "duplicate" is a concurrent
+//    version of that very row, and this commit would fail with a conflict anyway, so that
+//    conflict (40001, retryable) is raised now instead of a unique violation (23505);
+//  - the found remote row reads as deleted in that read: returns false (it was the old
+//    version of a row updated concurrently; no duplicate).
+// Returns true when the row is live. Heap gets there by waiting on row locks instead.
+bool CheckCommandDeletesCurrent(const KeyspaceRef& found_ks, uint64_t found_rowid, bool remote);
 // Inserts the slots' rows (fresh row ids), sets their TIDs.
 void InsertSlots(Relation rel, TupleTableSlot** slots, int nslots, CommandId cid);
 
