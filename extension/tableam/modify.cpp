@@ -164,6 +164,9 @@ void InsertSlots(Relation rel, TupleTableSlot** slots, int nslots, CommandId cid
 void TupleInsert(Relation rel, TupleTableSlot* slot, CommandId cid, int options,
                  struct BulkInsertStateData* bistate) {
   Boundary([&] { InsertSlots(rel, &slot, 1, cid); });
+  // Row counts for pgstat as heap reports them (at transaction end they become live/dead
+  // tuples): autovacuum then vacuums ramp tables too, which drops dead local index entries.
+  pgstat_count_heap_insert(rel, 1);
 }
 
 void TupleInsertSpeculative(Relation rel, TupleTableSlot* slot, CommandId cid, int options,
@@ -194,11 +197,14 @@ void TupleCompleteSpeculative(Relation rel, TupleTableSlot* slot, uint32 specTok
 void MultiInsert(Relation rel, TupleTableSlot** slots, int nslots, CommandId cid, int options,
                  struct BulkInsertStateData* bistate) {
   Boundary([&] { InsertSlots(rel, slots, nslots, cid); });
+  pgstat_count_heap_insert(rel, nslots);
 }
 
 TM_Result TupleDelete(Relation rel, ItemPointer tid, CommandId cid, Snapshot snapshot,
                       Snapshot crosscheck, bool wait, TM_FailureData* tmfd, bool changingPart) {
-  return Boundary([&] { return DeleteRow(rel, tid, cid, tmfd); });
+  const TM_Result result = Boundary([&] { return DeleteRow(rel, tid, cid, tmfd); });
+  if (result == TM_Ok) pgstat_count_heap_delete(rel);
+  return result;
 }
 
 TM_Result TupleUpdate(Relation rel, ItemPointer otid, TupleTableSlot* slot, CommandId cid,
@@ -206,12 +212,14 @@ TM_Result TupleUpdate(Relation rel, ItemPointer otid, TupleTableSlot* slot, Comm
                       LockTupleMode* lockmode, bool* update_indexes) {
   *lockmode = LockTupleExclusive;
   *update_indexes = true;  // a new row id: every index needs the new entry
-  return Boundary([&] {
-    const TM_Result result = DeleteRow(rel, otid, cid, tmfd);
-    if (result != TM_Ok) return result;
+  const TM_Result result = Boundary([&] {
+    const TM_Result deleted = DeleteRow(rel, otid, cid, tmfd);
+    if (deleted != TM_Ok) return deleted;
     InsertSlots(rel, &slot, 1, cid);
     return TM_Ok;
   });
+  if (result == TM_Ok) pgstat_count_heap_update(rel, false);
+  return result;
 }
 
 TM_Result TupleLock(Relation rel, ItemPointer tid, Snapshot snapshot, TupleTableSlot* slot,
