@@ -105,6 +105,7 @@ void Partition::Drop() {
   std::unique_lock lock(mu_);
   dropped_ = true;
   log_.RetireAll();
+  if (page_file_ != nullptr) page_file_->Unlink();
   with_versions_.clear();
   index_.Clear();
   txns_.Clear();

@@ -39,6 +39,12 @@ Status PartitionLog::OpenPages(uint32_t run, Arena::Use use) {
   }
   uint32_t frame = 0;
   RAMP_RETURN_IF_ERROR(arena_->Allocate(run, use, &frame));
+  // The previous head page (or run) is complete now: nothing is appended to it any more.
+  if (page_file_ != nullptr && next_page_ > 0) {
+    if (const uint8_t* prev = ResidentPage(head_.page_no)) {
+      page_file_->Write(head_.page_no, head_.run_pages, prev);
+    }
+  }
   // The open segment is sealed when it is full and a new page is needed, so the head page
   // always lies in the open segment and compaction (sealed segments only) never moves it.
   if (!segments_.empty() && !segments_.back().sealed &&
@@ -59,6 +65,11 @@ Status PartitionLog::OpenPages(uint32_t run, Arena::Use use) {
   next_page_ += run;
   pages_ += run;
   return Status::OK();
+}
+
+const uint8_t* PartitionLog::ResidentPage(uint32_t page_no) const {
+  const Segment* s = SegmentOf(page_no);
+  return s == nullptr ? nullptr : PageData(*s, page_no);
 }
 
 uint8_t* PartitionLog::Resolve(Loc loc) const {

@@ -21,6 +21,7 @@
 #include "ramp/status.h"
 #include "ramp/types.h"
 #include "store/arena.h"
+#include "store/page_file.h"
 
 namespace ramp::store {
 
@@ -72,6 +73,12 @@ class PartitionLog {
   void RetireAll();
 
   uint64_t pages() const { return pages_; }
+  // Page numbers handed out so far: pages are numbered [0, next_page()).
+  uint32_t next_page() const { return next_page_; }
+  // Page I/O (page_file.h): complete pages are copied to the file, if one is set.
+  void set_page_file(PageFile* file) { page_file_ = file; }
+  // The memory of page_no when it is resident (mapped), otherwise null.
+  const uint8_t* ResidentPage(uint32_t page_no) const;
 
  private:
   struct Segment {
@@ -99,6 +106,7 @@ class PartitionLog {
   // The page (or run) records are appended to; head_data_ null when none is open.
   record::PageHeader head_;
   uint8_t* head_data_ = nullptr;
+  PageFile* page_file_ = nullptr;
 };
 
 template <typename F>

@@ -1,0 +1,370 @@
+#include "server/page_service.h"
+
+#include <liburing.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/record.h"
+#include "ramp/log.h"
+
+namespace ramp::server {
+
+using protocol::PageReadItem;
+
+// Staging buffers: registered memory (a verbs peer can only be written from registered
+// memory), one per batch in progress. Shared by the service and the release functions of
+// replies in flight.
+struct PageService::Staging {
+  std::shared_ptr<transport::Memory> memory;  // keeps the allocation mapped
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<uint8_t*> free;
+  bool stop = false;
+
+  uint8_t* Take() {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return stop || !free.empty(); });
+    if (free.empty()) return nullptr;
+    uint8_t* b = free.back();
+    free.pop_back();
+    return b;
+  }
+  void Give(uint8_t* b) {
+    {
+      std::lock_guard lock(mu);
+      free.push_back(b);
+    }
+    cv.notify_one();
+  }
+};
+
+// One io_uring per I/O thread; absent (pread) where the kernel refuses it.
+struct PageService::Ring {
+  io_uring ring{};
+  bool ok = false;
+  ~Ring() {
+    if (ok) io_uring_queue_exit(&ring);
+  }
+};
+
+PageService::PageService(const PageServiceOptions& options, store::Store* store,
+                         std::shared_ptr<transport::Memory> memory)
+    : options_(options), store_(store), memory_(std::move(memory)) {}
+
+Status PageService::Start(const PageServiceOptions& options, store::Store* store,
+                          std::shared_ptr<transport::Memory> memory,
+                          std::unique_ptr<PageService>* out) {
+  std::unique_ptr<PageService> s(new PageService(options, store, std::move(memory)));
+  RAMP_RETURN_IF_ERROR(s->Init());
+  *out = std::move(s);
+  return Status::OK();
+}
+
+Status PageService::Init() {
+  if (!options_.debug_fault.empty()) {
+    const std::string& f = options_.debug_fault;
+    const size_t colon = f.find(':');
+    const std::string kind = f.substr(0, colon);
+    if (colon == std::string::npos || (kind != "eio" && kind != "short")) {
+      return Status::InvalidArgument("page fault injection '" + f +
+                                     "': expected eio:<page> or short:<page>");
+    }
+    fault_kind_ = kind == "eio" ? 1 : 2;
+    fault_page_ = static_cast<uint32_t>(std::stoul(f.substr(colon + 1)));
+    RAMP_WARN("page I/O: injecting %s into disk reads of page %u (debug)", kind.c_str(),
+              fault_page_);
+  }
+  staging_ = std::make_shared<Staging>();
+  staging_->memory = memory_;
+  const size_t per = options_.max_batch_bytes;
+  const int n = std::max(1, options_.staging_buffers);
+  uint8_t* base = nullptr;
+  RAMP_RETURN_IF_ERROR(memory_->Allocate(per * static_cast<size_t>(n), transport::kAccessRead,
+                                         &base));
+  for (int i = 0; i < n; i++) staging_->free.push_back(base + per * static_cast<size_t>(i));
+  if (!options_.per_request_threads) {
+    for (int i = 0; i < options_.io_workers; i++) threads_.emplace_back([this, i] { Run(i); });
+  }
+  RAMP_INFO("page I/O: %s, %d staging buffers of %zu KiB",
+            options_.per_request_threads
+                ? "a thread per request (baseline)"
+                : (std::to_string(options_.io_workers) + " static I/O workers").c_str(),
+            n, per >> 10);
+  return Status::OK();
+}
+
+PageService::~PageService() { Stop(); }
+
+void PageService::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stop_ && threads_.empty() && per_request_running_.load() == 0) return;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (staging_) {
+    std::lock_guard lock(staging_->mu);
+    staging_->stop = true;
+  }
+  if (staging_) staging_->cv.notify_all();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  while (per_request_running_.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+Status PageService::Validate(const protocol::ReadPagesRequest& req) const {
+  if (req.items.size() > options_.max_batch_pages) {
+    return Status::TooLarge("READ_PAGES batch of " + std::to_string(req.items.size()) +
+                            " items exceeds the limit of " +
+                            std::to_string(options_.max_batch_pages));
+  }
+  if (!(req.dest.access & transport::kAccessWrite)) {
+    return Status::PermissionDenied("READ_PAGES destination handle is not writable by peers");
+  }
+  uint64_t total = 0;
+  for (size_t i = 0; i < req.items.size(); i++) {
+    const PageReadItem& it = req.items[i];
+    if (it.length == 0 || it.length % protocol::kPageReadGranule != 0 ||
+        it.length > protocol::kMaxPageReadBytes) {
+      return Status::InvalidArgument("READ_PAGES item " + std::to_string(i) + ": length " +
+                                     std::to_string(it.length) + " is not a multiple of " +
+                                     std::to_string(protocol::kPageReadGranule) + " in (0, " +
+                                     std::to_string(protocol::kMaxPageReadBytes) + "]");
+    }
+    if (it.dest_offset > req.dest.length || req.dest.length - it.dest_offset < it.length) {
+      return Status::InvalidArgument(
+          "READ_PAGES item " + std::to_string(i) + ": destination offset " +
+          std::to_string(it.dest_offset) + " + " + std::to_string(it.length) +
+          " bytes is beyond the handle of " + std::to_string(req.dest.length) + " bytes");
+    }
+    total += it.length;
+  }
+  if (total > options_.max_batch_bytes) {
+    return Status::TooLarge("READ_PAGES batch of " + std::to_string(total) +
+                            " bytes exceeds the limit of " +
+                            std::to_string(options_.max_batch_bytes));
+  }
+  return Status::OK();
+}
+
+void PageService::Submit(Job job) {
+  if (options_.per_request_threads) {
+    // The baseline: a fresh thread and ring for every batch.
+    per_request_running_.fetch_add(1);
+    std::thread([this, j = std::move(job)]() mutable {
+      Ring ring;
+      if (options_.use_io_uring) ring.ok = io_uring_queue_init(options_.queue_depth, &ring.ring, 0) == 0;
+      Process(j, &ring);
+      per_request_running_.fetch_sub(1);
+    }).detach();
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+}
+
+void PageService::Run(int index) {
+  Ring ring;
+  if (options_.use_io_uring) {
+    const int rc = io_uring_queue_init(options_.queue_depth, &ring.ring, 0);
+    ring.ok = rc == 0;
+    if (!ring.ok && !uring_refused_logged_.exchange(true)) {
+      RAMP_WARN("page I/O: io_uring refused (%s): I/O workers read pages with pread",
+                std::strerror(-rc));
+    }
+  }
+  if (index == 0 && ring.ok) RAMP_INFO("page I/O: io_uring with %u entries per I/O worker",
+                                       options_.queue_depth);
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    Process(job, &ring);
+  }
+}
+
+bool PageService::InjectFault(uint32_t page_no, uint32_t len, int* res) const {
+  if (fault_kind_ == 0 || page_no != fault_page_) return false;
+  *res = fault_kind_ == 1 ? -EIO : static_cast<int>(len / 2);
+  return true;
+}
+
+namespace {
+
+// A disk read of one item.
+struct DiskRead {
+  size_t item;
+  int fd;
+  uint64_t offset;
+  uint8_t* dst;
+  uint32_t len;
+};
+
+Status CheckPageHeader(const uint8_t* data, const protocol::PageAddress& want) {
+  record::PageHeader h;
+  uint32_t magic = 0;
+  std::memcpy(&magic, data, sizeof(magic));
+  // A page without a header is the continuation of a run; the head page of the run was
+  // checked when it was asked for.
+  if (magic != record::kPageMagic) return Status::OK();
+  if (!record::ReadPageHeader(data, record::kPageHeaderBytes, &h).ok() ||
+      h.keyspace != want.part.keyspace || h.bucket != want.part.bucket ||
+      h.page_no != want.page_no) {
+    return Status::Corruption("page " + std::to_string(want.page_no) + " of partition " +
+                              want.part.ToString() + " read from disk has the header of another page");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+void PageService::Process(Job& job, Ring* ring) {
+  const auto& items = job.req.items;
+  std::vector<Status> status = job.pre;
+  status.resize(items.size());
+  uint8_t* buf = staging_->Take();
+  if (buf == nullptr) return;  // stopping: the connection goes away with the server
+  std::vector<size_t> at(items.size());
+  std::vector<DiskRead> disk;
+  size_t off = 0;
+  const bool prefer_disk = job.req.flags & protocol::kPagesPreferDisk;
+  for (size_t i = 0; i < items.size(); i++) {
+    const PageReadItem& it = items[i];
+    at[i] = off;
+    off += it.length;
+    if (!status[i].ok()) continue;
+    const uint32_t npages =
+        static_cast<uint32_t>((it.length + record::kPageBytes - 1) / record::kPageBytes);
+    // Where every page of the item is: all resident, or all in the page file.
+    store::Store::PageLocation first;
+    bool all_resident = true;
+    bool all_disk = true;
+    Status st;
+    std::vector<const uint8_t*> frames(npages);
+    for (uint32_t p = 0; p < npages && st.ok(); p++) {
+      store::Store::PageLocation loc;
+      st = store_->LocatePage(it.page.part, it.page.page_no + p, &loc);
+      if (!st.ok()) break;
+      if (p == 0) first = loc;
+      frames[p] = loc.frame;
+      all_resident &= loc.frame != nullptr;
+      all_disk &= loc.fd >= 0 && loc.fd == first.fd;
+    }
+    if (st.ok() && first.epoch != it.page.epoch) {
+      st = Status::Moved("stale epoch " + std::to_string(it.page.epoch) + " for partition " +
+                         it.page.part.ToString() + ", which is at epoch " +
+                         std::to_string(first.epoch));
+    }
+    if (st.ok() && all_disk && (prefer_disk || !all_resident)) {
+      disk.push_back({i, first.fd, first.file_offset, buf + at[i], it.length});
+    } else if (st.ok() && all_resident) {
+      uint32_t left = it.length;
+      for (uint32_t p = 0; p < npages; p++) {
+        const uint32_t n = std::min<uint32_t>(left, record::kPageBytes);
+        std::memcpy(buf + at[i] + size_t{p} * record::kPageBytes, frames[p], n);
+        left -= n;
+      }
+    } else if (st.ok()) {
+      st = Status::NotFound("pages " + std::to_string(it.page.page_no) + ".." +
+                            std::to_string(it.page.page_no + npages - 1) + " of partition " +
+                            it.page.part.ToString() + " are neither all in memory nor all on disk");
+    }
+    status[i] = st;
+  }
+
+  // Disk reads: all of the batch's at once through the ring (or pread).
+  std::vector<int> res(disk.size(), 0);
+  if (ring->ok) {
+    size_t next = 0;
+    size_t done = 0;
+    while (done < disk.size()) {
+      unsigned queued = 0;
+      while (next < disk.size()) {
+        io_uring_sqe* sqe = io_uring_get_sqe(&ring->ring);
+        if (sqe == nullptr) break;
+        const DiskRead& d = disk[next];
+        io_uring_prep_read(sqe, d.fd, d.dst, d.len, d.offset);
+        io_uring_sqe_set_data64(sqe, next);
+        next++;
+        queued++;
+      }
+      if (queued > 0) {
+        const int rc = io_uring_submit(&ring->ring);
+        if (rc < 0) {
+          // Completions of what was queued cannot be trusted: fail the rest of the batch.
+          for (size_t k = done; k < disk.size(); k++) res[k] = rc;
+          break;
+        }
+      }
+      io_uring_cqe* cqe = nullptr;
+      const int rc = io_uring_wait_cqe(&ring->ring, &cqe);
+      if (rc < 0) {
+        if (rc == -EINTR) continue;
+        for (size_t k = 0; k < disk.size(); k++) {
+          if (res[k] == 0) res[k] = rc;
+        }
+        break;
+      }
+      res[io_uring_cqe_get_data64(cqe)] = cqe->res;
+      io_uring_cqe_seen(&ring->ring, cqe);
+      done++;
+    }
+  } else {
+    for (size_t k = 0; k < disk.size(); k++) {
+      const DiskRead& d = disk[k];
+      ssize_t n;
+      do {
+        n = pread(d.fd, d.dst, d.len, static_cast<off_t>(d.offset));
+      } while (n < 0 && errno == EINTR);
+      res[k] = n < 0 ? -errno : static_cast<int>(n);
+    }
+  }
+  for (size_t k = 0; k < disk.size(); k++) {
+    const DiskRead& d = disk[k];
+    const PageReadItem& it = items[d.item];
+    int r = res[k];
+    InjectFault(it.page.page_no, d.len, &r);
+    if (r < 0) {
+      status[d.item] = Status::IOError("reading page " + std::to_string(it.page.page_no) +
+                                       " of partition " + it.page.part.ToString() + ": " +
+                                       std::strerror(-r));
+    } else if (static_cast<uint32_t>(r) != d.len) {
+      status[d.item] = Status::IOError("short read of page " + std::to_string(it.page.page_no) +
+                                       " of partition " + it.page.part.ToString() + ": " +
+                                       std::to_string(r) + " of " + std::to_string(d.len) +
+                                       " bytes");
+    } else {
+      status[d.item] = CheckPageHeader(d.dst, it.page);
+    }
+  }
+
+  auto out = std::make_shared<OneSidedReply>();
+  out->dest = job.req.dest;
+  out->request = job.request;
+  std::shared_ptr<Staging> staging = staging_;
+  out->release = [staging, buf] { staging->Give(buf); };
+  protocol::ReadPagesReply reply;
+  reply.results.resize(items.size());
+  for (size_t i = 0; i < items.size(); i++) {
+    reply.results[i].item = items[i];
+    reply.results[i].status = status[i];
+    if (status[i].ok()) out->writes.push_back({buf + at[i], items[i].dest_offset, items[i].length});
+  }
+  protocol::EncodeHeader(
+      protocol::ReplyTo(job.request, job.clock, static_cast<uint32_t>(items.size())), &out->reply);
+  protocol::Encode(reply, &out->reply);
+  (*job.post)(job.session, std::move(out));
+}
+
+}  // namespace ramp::server
