@@ -261,11 +261,9 @@ void PageService::Process(Job& job, Ring* ring) {
       all_resident &= loc.frame != nullptr;
       all_disk &= loc.fd >= 0 && loc.fd == first.fd;
     }
-    if (st.ok() && first.epoch != it.page.epoch) {
-      st = Status::Moved("stale epoch " + std::to_string(it.page.epoch) + " for partition " +
-                         it.page.part.ToString() + ", which is at epoch " +
-                         std::to_string(first.epoch));
-    }
+    // The epoch was checked against the directory's (the placement epoch clients learn
+    // from LOOKUP and SCAN_OPEN) by the handler; the partition's own epoch is constant
+    // until migration raises both.
     if (st.ok() && all_disk && (prefer_disk || !all_resident)) {
       disk.push_back({i, first.fd, first.file_offset, buf + at[i], it.length});
     } else if (st.ok() && all_resident) {

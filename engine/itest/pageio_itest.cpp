@@ -1,0 +1,386 @@
+// Remote page I/O and partition scans against real rampd processes: pages read resident
+// and from the page files (io_uring, and pread where asked), bad input and disk faults
+// reported per page, and read-atomic scans under concurrent multi-partition writers.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "client/client_impl.h"
+#include "common/record.h"
+#include "protocol/page_messages.h"
+#include "ramp/client.h"
+#include "ramp/page_reader.h"
+#include "test_cluster.h"
+
+namespace ramp::testing {
+namespace {
+
+using transport::Provider;
+
+std::unique_ptr<Client> OpenClient(const TestCluster& c, Provider p) {
+  std::unique_ptr<Client> client;
+  Status st = Client::Open(c.ClientOptionsFor(p, ReadPath::kGetStar, WritePath::kPutPlus), &client);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return client;
+}
+
+// Writes keys k0..k<n-1> with values of `bytes` bytes, 100 per transaction.
+void Load(Client* c, KeyspaceId ks, int n, size_t bytes, const std::string& tag = "v") {
+  for (int i = 0; i < n; i += 100) {
+    auto t = c->Begin();
+    for (int j = i; j < std::min(n, i + 100); j++) {
+      std::string v = tag + std::to_string(j);
+      v.resize(bytes, '.');
+      ASSERT_TRUE(t->Put(ks, "k" + std::to_string(j), v).ok());
+    }
+    Status st = t->Commit();
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+}
+
+// Page counts and epochs of every partition of a keyspace (SCAN_OPEN at timestamp zero,
+// which leaves the watermarks alone).
+std::vector<protocol::ScanOpenPartition> PageCounts(Client* c, KeyspaceId ks) {
+  Client::Impl& im = *c->impl();
+  std::vector<PartitionId> parts;
+  for (uint32_t b = 0; b < c->BucketsOf(ks); b++) parts.push_back({ks, b});
+  EXPECT_TRUE(im.ResolveOwners(parts).ok());
+  std::vector<protocol::ScanOpenPartition> out(parts.size());
+  for (size_t i = 0; i < parts.size(); i++) {
+    protocol::ScanOpenRequest req{Timestamp{}, {parts[i]}};
+    std::string body;
+    protocol::Encode(req, &body);
+    PendingCall reply;
+    Status st = im.CallAndWait(im.OwnerOf(parts[i]), ChannelKind::kFast, protocol::Op::kScanOpen,
+                               1, body, &reply);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    protocol::ScanOpenReply r;
+    EXPECT_TRUE(protocol::Decode(reply.body(), reply.header.count, &r).ok());
+    if (r.partitions.size() == 1) out[i] = r.partitions[0];
+  }
+  return out;
+}
+
+struct PageResult {
+  Status status;
+  std::vector<uint8_t> data;
+};
+
+Status ReadAll(Client* c, std::span<const PageRef> refs, const PageReaderOptions& o,
+               std::vector<PageResult>* out) {
+  std::unique_ptr<PageReader> r;
+  RAMP_RETURN_IF_ERROR(PageReader::Open(c, o, &r));
+  out->assign(refs.size(), PageResult{Status::Internal("no completion"), {}});
+  return r->Read(refs, [&](size_t i, const Status& st, const uint8_t* data, uint32_t len) {
+    (*out)[i].status = st;
+    if (data != nullptr) (*out)[i].data.assign(data, data + len);
+    return Status::OK();
+  });
+}
+
+class PageIoTest : public ::testing::TestWithParam<Provider> {
+ protected:
+  static void SetUpTestSuite() {
+    TestClusterOptions o;
+    o.nodes = 2;
+    o.data = true;  // page files
+    Status st = TestCluster::Start(o, &cluster_);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  static void TearDownTestSuite() { cluster_.reset(); }
+  KeyspaceId Ks() const {
+    return KeyHash(std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+  }
+  static std::unique_ptr<TestCluster> cluster_;
+};
+std::unique_ptr<TestCluster> PageIoTest::cluster_;
+
+TEST_P(PageIoTest, ReadsEveryPageFromMemoryAndFromThePageFiles) {
+  auto c = OpenClient(*cluster_, GetParam());
+  const KeyspaceId ks = Ks();
+  Load(c.get(), ks, 1500, 300);
+  auto counts = PageCounts(c.get(), ks);
+  std::vector<PageRef> refs;
+  for (uint32_t b = 0; b < counts.size(); b++) {
+    for (uint32_t p = 0; p < counts[b].page_count; p++) refs.push_back({{ks, b}, p, counts[b].epoch, 8192});
+  }
+  ASSERT_GT(refs.size(), 40u);
+  PageReaderOptions o;
+  o.batch_pages = 4;  // several batches per partition, in flight at once
+  std::vector<PageResult> mem;
+  Status st = ReadAll(c.get(), refs, o, &mem);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  o.prefer_disk = true;
+  std::vector<PageResult> disk;
+  st = ReadAll(c.get(), refs, o, &disk);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  size_t records = 0;
+  for (size_t i = 0; i < refs.size(); i++) {
+    ASSERT_TRUE(mem[i].status.ok()) << mem[i].status.ToString();
+    ASSERT_TRUE(disk[i].status.ok()) << disk[i].status.ToString();
+    record::PageHeader hm, hd;
+    ASSERT_TRUE(record::ReadPageHeader(mem[i].data.data(), 8192, &hm).ok());
+    ASSERT_TRUE(record::ReadPageHeader(disk[i].data.data(), 8192, &hd).ok());
+    EXPECT_EQ(hm.page_no, refs[i].page_no);
+    EXPECT_EQ(hd.page_no, refs[i].page_no);
+    EXPECT_EQ(hm.keyspace, ks);
+    // Every record of the disk copy of a complete page checks out (the state byte is
+    // outside the checksum: it may differ from memory).
+    for (uint32_t off = record::kPageHeaderBytes; off < hd.used;) {
+      record::RecordView v;
+      ASSERT_TRUE(record::DecodeRecord(disk[i].data.data() + off, hd.used - off, &v).ok());
+      off += v.total_len;
+      records++;
+    }
+  }
+  EXPECT_GT(records, 1500u);
+  // Partial reads (512 B, 4 KiB) and two-page reads (16 KiB) of the same pages.
+  for (uint32_t len : {512u, 4096u, 16384u}) {
+    std::vector<PageRef> some;
+    for (const auto& r : refs) {
+      if (r.page_no + (len > 8192 ? 1 : 0) < counts[r.part.bucket].page_count) {
+        some.push_back(r);
+        some.back().length = len;
+      }
+    }
+    std::vector<PageResult> got;
+    st = ReadAll(c.get(), some, o, &got);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    for (const auto& g : got) {
+      ASSERT_TRUE(g.status.ok()) << g.status.ToString();
+      ASSERT_EQ(g.data.size(), len);
+    }
+  }
+}
+
+TEST_P(PageIoTest, BadInputGetsClearPerRequestErrors) {
+  auto c = OpenClient(*cluster_, GetParam());
+  const KeyspaceId ks = Ks();
+  Load(c.get(), ks, 200, 100);
+  auto counts = PageCounts(c.get(), ks);
+  const PartitionId part{ks, 0};
+  std::vector<PageRef> refs = {
+      {part, counts[0].page_count + 10, counts[0].epoch, 8192},  // outside the partition
+      {part, 0, counts[0].epoch + 7, 8192},                      // stale epoch
+      {part, 0, counts[0].epoch, 8192},                          // fine
+  };
+  std::vector<PageResult> got;
+  Status st = ReadAll(c.get(), refs, PageReaderOptions(), &got);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(got[0].status.Is(Status::Code::kNotFound)) << got[0].status.ToString();
+  EXPECT_NE(got[0].status.message().find("outside"), std::string::npos);
+  EXPECT_TRUE(got[0].data.empty());
+  EXPECT_TRUE(got[1].status.Is(Status::Code::kMoved)) << got[1].status.ToString();
+  EXPECT_NE(got[1].status.message().find("stale epoch"), std::string::npos);
+  EXPECT_TRUE(got[1].data.empty());
+  EXPECT_TRUE(got[2].status.ok()) << got[2].status.ToString();
+
+  // A batch over the server's limit (256 pages).
+  PageReaderOptions big;
+  big.batch_pages = 300;
+  big.connections_per_node = 1;
+  big.batches_in_flight = 1;
+  std::vector<PageRef> many(300, PageRef{part, 0, counts[0].epoch, 512});
+  st = ReadAll(c.get(), many, big, &got);
+  EXPECT_TRUE(st.Is(Status::Code::kTooLarge)) << st.ToString();
+
+  // Raw requests a correct reader never sends: a destination beyond the handle, a length
+  // that is no multiple of 512.
+  Client::Impl& im = *c->impl();
+  const uint32_t owner = im.OwnerOf(part);
+  auto raw = [&](uint64_t dest_len, uint64_t off, uint32_t len) {
+    protocol::ReadPagesRequest req;
+    req.dest = {1, 1, dest_len, transport::kAccessWrite, 0};
+    req.items = {{{part, 0, counts[0].epoch}, len, off}};
+    std::string body;
+    protocol::Encode(req, &body);
+    PendingCall reply;
+    return im.CallAndWait(owner, ChannelKind::kFast, protocol::Op::kReadPages, 1, body, &reply);
+  };
+  st = raw(8192, 4096, 8192);
+  EXPECT_TRUE(st.Is(Status::Code::kInvalidArgument)) << st.ToString();
+  EXPECT_NE(st.message().find("beyond the handle"), std::string::npos) << st.ToString();
+  st = raw(1 << 20, 0, 1000);
+  EXPECT_TRUE(st.Is(Status::Code::kInvalidArgument)) << st.ToString();
+  // The connection is still good after refused requests.
+  std::vector<PageRef> one = {{part, 0, counts[0].epoch, 8192}};
+  st = ReadAll(c.get(), one, PageReaderOptions(), &got);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(got[0].status.ok());
+}
+
+// ---- scans ---------------------------------------------------------------------------------
+
+std::map<std::string, std::string> ScanAll(Client* c, KeyspaceId ks, ScanStats* stats = nullptr) {
+  std::unique_ptr<Scanner> s;
+  Status st = c->OpenScan(ks, ScanOptions(), &s);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  std::map<std::string, std::string> rows;
+  if (!st.ok()) return rows;
+  for (;;) {
+    ScanRow row;
+    bool done = false;
+    st = s->Next(&row, &done);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    if (!st.ok() || done) break;
+    EXPECT_TRUE(rows.emplace(row.key, row.value).second) << "key returned twice: " << row.key;
+  }
+  if (stats) *stats = s->stats();
+  return rows;
+}
+
+TEST_P(PageIoTest, ScanReturnsEveryCommittedRowOnce) {
+  auto c = OpenClient(*cluster_, GetParam());
+  const KeyspaceId ks = Ks();
+  Load(c.get(), ks, 800, 200);
+  // Overwrite some, delete some.
+  auto t = c->Begin();
+  std::map<std::string, std::string> want;
+  for (int i = 0; i < 800; i++) {
+    std::string v = "v" + std::to_string(i);
+    v.resize(200, '.');
+    want["k" + std::to_string(i)] = v;
+  }
+  for (int i = 0; i < 800; i += 7) {
+    ASSERT_TRUE(t->Put(ks, "k" + std::to_string(i), "new").ok());
+    want["k" + std::to_string(i)] = "new";
+  }
+  for (int i = 3; i < 800; i += 11) {
+    ASSERT_TRUE(t->Delete(ks, "k" + std::to_string(i)).ok());
+    want.erase("k" + std::to_string(i));
+  }
+  ASSERT_TRUE(t->Commit().ok());
+  ScanStats stats;
+  auto got = ScanAll(c.get(), ks, &stats);
+  EXPECT_EQ(got.size(), want.size());
+  EXPECT_TRUE(got == want);
+  EXPECT_EQ(stats.partitions, c->BucketsOf(ks));
+  EXPECT_GT(stats.pages, 0u);
+}
+
+TEST_P(PageIoTest, ScanIsReadAtomicUnderConcurrentMultiPartitionWriters) {
+  const KeyspaceId ks = Ks();
+  constexpr int kGroups = 8;
+  constexpr int kKeysPerGroup = 6;  // spread over partitions by their hashes
+  auto key = [](int g, int k) { return "g" + std::to_string(g) + ":" + std::to_string(k); };
+  auto write_group = [&](Client* c, int g, const std::string& tag) {
+    auto t = c->Begin();
+    for (int k = 0; k < kKeysPerGroup; k++) EXPECT_TRUE(t->Put(ks, key(g, k), tag).ok());
+    return t->Commit();
+  };
+  auto c = OpenClient(*cluster_, GetParam());
+  for (int g = 0; g < kGroups; g++) ASSERT_TRUE(write_group(c.get(), g, "init").ok());
+
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> commits{0};
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 2; w++) {
+    writers.emplace_back([&, w] {
+      ClientOptions o = cluster_->ClientOptionsFor(GetParam(), ReadPath::kGetStar, WritePath::kPutPlus);
+      // COMMIT reaches one server first and the others later: a scan that read one
+      // partition after the commit and another before would see half a transaction.
+      o.debug_commit_delay_us = 2000;
+      std::unique_ptr<Client> wc;
+      if (!Client::Open(o, &wc).ok()) return;
+      std::mt19937 rng(w);
+      for (uint64_t seq = 0; !stop.load(); seq++) {
+        const int g = static_cast<int>(rng() % kGroups);
+        if (write_group(wc.get(), g, "w" + std::to_string(w) + "-" + std::to_string(seq)).ok()) {
+          commits++;
+        }
+      }
+    });
+  }
+  int scans = 0;
+  uint64_t fractured = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (std::chrono::steady_clock::now() < until || scans < 3) {
+    auto rows = ScanAll(c.get(), ks);
+    scans++;
+    for (int g = 0; g < kGroups; g++) {
+      // All-or-nothing: every key of a group carries the tag of one transaction.
+      auto first = rows.find(key(g, 0));
+      ASSERT_NE(first, rows.end()) << "group " << g << " missing";
+      for (int k = 1; k < kKeysPerGroup; k++) {
+        auto it = rows.find(key(g, k));
+        ASSERT_NE(it, rows.end()) << key(g, k) << " missing";
+        if (it->second != first->second) {
+          fractured++;
+          ADD_FAILURE() << "fractured scan: " << key(g, 0) << "=" << first->second << " but "
+                        << key(g, k) << "=" << it->second;
+        }
+      }
+    }
+    if (::testing::Test::HasFatalFailure()) break;
+  }
+  stop = true;
+  for (auto& t : writers) t.join();
+  EXPECT_EQ(fractured, 0u);
+  EXPECT_GE(scans, 3);
+  EXPECT_GT(commits.load(), 0u) << "the writers must have run during the scans";
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, PageIoTest, ::testing::Values(Provider::kShm, Provider::kTcp),
+                         [](const auto& info) {
+                           return std::string(info.param == Provider::kShm ? "shm" : "tcp");
+                         });
+
+// ---- disk faults -----------------------------------------------------------------------------
+
+class PageFaultTest : public ::testing::TestWithParam<std::vector<std::string>> {};
+
+TEST_P(PageFaultTest, DiskErrorsAreReportedNeverReturnedAsData) {
+  TestClusterOptions o;
+  o.nodes = 1;
+  o.data = true;
+  o.extra_args = GetParam();
+  std::unique_ptr<TestCluster> cluster;
+  Status st = TestCluster::Start(o, &cluster);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto c = OpenClient(*cluster, Provider::kShm);
+  const KeyspaceId ks = 0xFA17;
+  c->DefineKeyspace(ks, 1);
+  Load(c.get(), ks, 200, 300);
+  auto counts = PageCounts(c.get(), ks);
+  ASSERT_GT(counts[0].page_count, 3u);
+  const PartitionId part{ks, 0};
+  std::vector<PageRef> refs;
+  for (uint32_t p = 0; p < 3; p++) refs.push_back({part, p, counts[0].epoch, 8192});
+  PageReaderOptions ro;
+  ro.prefer_disk = true;
+  std::vector<PageResult> got;
+  st = ReadAll(c.get(), refs, ro, &got);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  int faults = 0;
+  for (const auto& g : got) {
+    if (g.status.ok()) continue;
+    faults++;
+    EXPECT_TRUE(g.status.Is(Status::Code::kIOError)) << g.status.ToString();
+    EXPECT_TRUE(g.data.empty()) << "a failed page must not come with data";
+  }
+  EXPECT_EQ(faults, 1) << "exactly the page the fault was injected into fails";
+  // The same page from memory is fine: the fault is the disk's.
+  ro.prefer_disk = false;
+  st = ReadAll(c.get(), refs, ro, &got);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  for (const auto& g : got) EXPECT_TRUE(g.status.ok()) << g.status.ToString();
+}
+
+std::vector<std::vector<std::string>> FaultCases() {
+  return {{"--debug-page-fault=eio:1"},
+          {"--debug-page-fault=short:2", "--no-io-uring"},
+          {"--debug-page-fault=eio:0", "--page-io=per-request"}};
+}
+
+std::string FaultName(const ::testing::TestParamInfo<std::vector<std::string>>& info) {
+  static const char* const kNames[] = {"eio_uring", "short_pread", "eio_per_request"};
+  return kNames[info.index];
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, PageFaultTest, ::testing::ValuesIn(FaultCases()), FaultName);
+
+}  // namespace
+}  // namespace ramp::testing
