@@ -52,6 +52,7 @@ struct Scanner::State {
   std::vector<PartitionId> parts;
   std::vector<protocol::ScanOpenPartition> info;
   std::unique_ptr<PageReader> reader;
+  std::function<void(const PartitionId&, uint32_t)> on_page;
   size_t next_part = 0;
   std::vector<ScanRow> rows;
   size_t pos = 0;
@@ -134,6 +135,8 @@ Status Client::OpenScan(KeyspaceId keyspace, const ScanOptions& options,
   ro.connections_per_node = options.connections_per_node;
   ro.batch_pages = options.batch_pages;
   ro.batches_in_flight = options.batches_in_flight;
+  ro.prefer_disk = options.prefer_disk;
+  st->on_page = options.on_page;
   RAMP_RETURN_IF_ERROR(PageReader::Open(this, ro, &st->reader));
   out->reset(new Scanner(std::move(st)));
   return Status::OK();
@@ -180,7 +183,10 @@ Status Scanner::State::LoadPartition(size_t index) {
   uint32_t to = info[index].page_count;
   for (int round = 0;; round++) {
     std::vector<PageRef> refs;
-    for (uint32_t p = from; p < to; p++) refs.push_back({part, p, info[index].epoch, 8192});
+    for (uint32_t p = from; p < to; p++) {
+      refs.push_back({part, p, info[index].epoch, 8192});
+      if (on_page) on_page(part, p);
+    }
     bool retired = false;
     Status st = reader->Read(refs, [&](size_t, const Status& ps, const uint8_t* data,
                                        uint32_t len) -> Status {
