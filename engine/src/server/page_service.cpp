@@ -41,10 +41,34 @@ struct PageService::Staging {
   }
 };
 
-// One io_uring per I/O thread; absent (pread) where the kernel refuses it.
+// A job being served: its staging buffer, per-item status and reads outstanding.
+struct PageService::Active {
+  Job job;
+  uint8_t* buf = nullptr;
+  std::vector<size_t> at;  // offset of each item in buf
+  std::vector<Status> status;
+  size_t reads_left = 0;
+};
+
+// A disk read: one item, or several consecutive pages of one file landing consecutively in
+// the staging buffer (coalesced).
+struct PageService::DiskRead {
+  Active* job = nullptr;
+  std::vector<size_t> items;
+  int fd = -1;
+  uint64_t offset = 0;
+  uint8_t* dst = nullptr;
+  uint32_t len = 0;
+};
+
+// One io_uring per I/O thread (ok false: the pread fallback), with the reads queued on it.
 struct PageService::Ring {
   io_uring ring{};
   bool ok = false;
+  unsigned depth = 0;
+  std::deque<DiskRead*> queued;  // not yet submitted
+  unsigned in_ring = 0;          // submitted, not completed
+  std::vector<std::unique_ptr<Active>> active;
   ~Ring() {
     if (ok) io_uring_queue_exit(&ring);
   }
@@ -156,8 +180,9 @@ void PageService::Submit(Job job) {
     per_request_running_.fetch_add(1);
     std::thread([this, j = std::move(job)]() mutable {
       Ring ring;
-      if (options_.use_io_uring) ring.ok = io_uring_queue_init(options_.queue_depth, &ring.ring, 0) == 0;
-      Process(j, &ring);
+      ring.depth = options_.queue_depth;
+      if (options_.use_io_uring) ring.ok = io_uring_queue_init(ring.depth, &ring.ring, 0) == 0;
+      ServeOne(j, &ring);
       per_request_running_.fetch_sub(1);
     }).detach();
     return;
@@ -169,10 +194,16 @@ void PageService::Submit(Job job) {
   cv_.notify_one();
 }
 
+void PageService::ServeOne(Job& job, Ring* ring) {
+  if (!Start(job, ring, true)) return;
+  while (!ring->active.empty()) Reap(ring, 1000);
+}
+
 void PageService::Run(int index) {
   Ring ring;
+  ring.depth = options_.queue_depth;
   if (options_.use_io_uring) {
-    const int rc = io_uring_queue_init(options_.queue_depth, &ring.ring, 0);
+    const int rc = io_uring_queue_init(ring.depth, &ring.ring, 0);
     ring.ok = rc == 0;
     if (!ring.ok && !uring_refused_logged_.exchange(true)) {
       RAMP_WARN("page I/O: io_uring refused (%s): I/O workers read pages with pread",
@@ -180,17 +211,34 @@ void PageService::Run(int index) {
     }
   }
   if (index == 0 && ring.ok) RAMP_INFO("page I/O: io_uring with %u entries per I/O worker",
-                                       options_.queue_depth);
+                                       ring.depth);
+  // Batches overlap: a worker takes the next batch while the reads of earlier ones are in
+  // the ring, so the disk sees up to `depth` reads of this worker at once.
   for (;;) {
-    Job job;
+    std::optional<Job> job;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping
-      job = std::move(queue_.front());
-      queue_.pop_front();
+      if (ring.active.empty()) cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_ && ring.active.empty()) return;
+      if (!queue_.empty() && !stop_ && ring.queued.size() + ring.in_ring < ring.depth) {
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
     }
-    Process(job, &ring);
+    if (job) {
+      if (!Start(*job, &ring, ring.active.empty())) {
+        // No staging buffer free while our own jobs hold some: put it back, finish ours.
+        {
+          std::lock_guard lock(mu_);
+          queue_.push_front(std::move(*job));
+        }
+        Reap(&ring, 200);
+        continue;
+      }
+      Reap(&ring, 0);
+      continue;
+    }
+    Reap(&ring, 50);
   }
 }
 
@@ -201,15 +249,6 @@ bool PageService::InjectFault(uint32_t page_no, uint32_t len, int* res) const {
 }
 
 namespace {
-
-// A disk read of one item.
-struct DiskRead {
-  size_t item;
-  int fd;
-  uint64_t offset;
-  uint8_t* dst;
-  uint32_t len;
-};
 
 Status CheckPageHeader(const uint8_t* data, const protocol::PageAddress& want) {
   record::PageHeader h;
@@ -227,23 +266,38 @@ Status CheckPageHeader(const uint8_t* data, const protocol::PageAddress& want) {
   return Status::OK();
 }
 
+// The longest coalesced disk read.
+constexpr uint32_t kMaxCoalescedBytes = 256u << 10;
+
 }  // namespace
 
-void PageService::Process(Job& job, Ring* ring) {
-  const auto& items = job.req.items;
-  std::vector<Status> status = job.pre;
-  status.resize(items.size());
-  uint8_t* buf = staging_->Take();
-  if (buf == nullptr) return;  // stopping: the connection goes away with the server
-  std::vector<size_t> at(items.size());
-  std::vector<DiskRead> disk;
+bool PageService::Start(Job& job, Ring* ring, bool wait) {
+  uint8_t* buf = nullptr;
+  if (wait) {
+    buf = staging_->Take();
+  } else {
+    std::lock_guard lock(staging_->mu);
+    if (!staging_->free.empty()) {
+      buf = staging_->free.back();
+      staging_->free.pop_back();
+    }
+  }
+  if (buf == nullptr) return !wait ? false : true;  // stopping when waiting failed
+  auto a = std::make_unique<Active>();
+  a->job = std::move(job);
+  a->buf = buf;
+  const auto& items = a->job.req.items;
+  a->status = a->job.pre;
+  a->status.resize(items.size());
+  a->at.resize(items.size());
+  std::vector<DiskRead*> reads;  // owned until completed
   size_t off = 0;
-  const bool prefer_disk = job.req.flags & protocol::kPagesPreferDisk;
+  const bool prefer_disk = a->job.req.flags & protocol::kPagesPreferDisk;
   for (size_t i = 0; i < items.size(); i++) {
     const PageReadItem& it = items[i];
-    at[i] = off;
+    a->at[i] = off;
     off += it.length;
-    if (!status[i].ok()) continue;
+    if (!a->status[i].ok()) continue;
     const uint32_t npages =
         static_cast<uint32_t>((it.length + record::kPageBytes - 1) / record::kPageBytes);
     // Where every page of the item is: all resident, or all in the page file.
@@ -251,7 +305,7 @@ void PageService::Process(Job& job, Ring* ring) {
     bool all_resident = true;
     bool all_disk = true;
     Status st;
-    std::vector<const uint8_t*> frames(npages);
+    const uint8_t* frames[2] = {nullptr, nullptr};  // kMaxPageReadBytes is two pages
     for (uint32_t p = 0; p < npages && st.ok(); p++) {
       store::Store::PageLocation loc;
       st = store_->LocatePage(it.page.part, it.page.page_no + p, &loc);
@@ -265,12 +319,21 @@ void PageService::Process(Job& job, Ring* ring) {
     // from LOOKUP and SCAN_OPEN) by the handler; the partition's own epoch is constant
     // until migration raises both.
     if (st.ok() && all_disk && (prefer_disk || !all_resident)) {
-      disk.push_back({i, first.fd, first.file_offset, buf + at[i], it.length});
+      DiskRead* prev = reads.empty() ? nullptr : reads.back();
+      if (prev != nullptr && prev->fd == first.fd && prev->offset + prev->len == first.file_offset &&
+          prev->dst + prev->len == buf + a->at[i] && prev->len + it.length <= kMaxCoalescedBytes &&
+          prev->len % record::kPageBytes == 0) {
+        prev->items.push_back(i);
+        prev->len += it.length;
+      } else {
+        reads.push_back(new DiskRead{a.get(), {i}, first.fd, first.file_offset, buf + a->at[i],
+                                     it.length});
+      }
     } else if (st.ok() && all_resident) {
       uint32_t left = it.length;
       for (uint32_t p = 0; p < npages; p++) {
         const uint32_t n = std::min<uint32_t>(left, record::kPageBytes);
-        std::memcpy(buf + at[i] + size_t{p} * record::kPageBytes, frames[p], n);
+        std::memcpy(buf + a->at[i] + size_t{p} * record::kPageBytes, frames[p], n);
         left -= n;
       }
     } else if (st.ok()) {
@@ -278,91 +341,114 @@ void PageService::Process(Job& job, Ring* ring) {
                             std::to_string(it.page.page_no + npages - 1) + " of partition " +
                             it.page.part.ToString() + " are neither all in memory nor all on disk");
     }
-    status[i] = st;
+    a->status[i] = st;
   }
-
-  // Disk reads: all of the batch's at once through the ring (or pread).
-  std::vector<int> res(disk.size(), 0);
-  if (ring->ok) {
-    size_t next = 0;
-    size_t done = 0;
-    while (done < disk.size()) {
-      unsigned queued = 0;
-      while (next < disk.size()) {
-        io_uring_sqe* sqe = io_uring_get_sqe(&ring->ring);
-        if (sqe == nullptr) break;
-        const DiskRead& d = disk[next];
-        io_uring_prep_read(sqe, d.fd, d.dst, d.len, d.offset);
-        io_uring_sqe_set_data64(sqe, next);
-        next++;
-        queued++;
-      }
-      if (queued > 0) {
-        const int rc = io_uring_submit(&ring->ring);
-        if (rc < 0) {
-          // Completions of what was queued cannot be trusted: fail the rest of the batch.
-          for (size_t k = done; k < disk.size(); k++) res[k] = rc;
-          break;
-        }
-      }
-      io_uring_cqe* cqe = nullptr;
-      const int rc = io_uring_wait_cqe(&ring->ring, &cqe);
-      if (rc < 0) {
-        if (rc == -EINTR) continue;
-        for (size_t k = 0; k < disk.size(); k++) {
-          if (res[k] == 0) res[k] = rc;
-        }
-        break;
-      }
-      res[io_uring_cqe_get_data64(cqe)] = cqe->res;
-      io_uring_cqe_seen(&ring->ring, cqe);
-      done++;
-    }
-  } else {
-    for (size_t k = 0; k < disk.size(); k++) {
-      const DiskRead& d = disk[k];
+  a->reads_left = reads.size();
+  Active* raw = a.get();
+  ring->active.push_back(std::move(a));
+  if (!ring->ok) {
+    // The pread fallback: synchronous, one read at a time.
+    for (DiskRead* d : reads) {
       ssize_t n;
       do {
-        n = pread(d.fd, d.dst, d.len, static_cast<off_t>(d.offset));
+        n = pread(d->fd, d->dst, d->len, static_cast<off_t>(d->offset));
       } while (n < 0 && errno == EINTR);
-      res[k] = n < 0 ? -errno : static_cast<int>(n);
+      Complete(d, n < 0 ? -errno : static_cast<int>(n));
     }
+    if (reads.empty()) Finish(*raw);
+    return true;
   }
-  for (size_t k = 0; k < disk.size(); k++) {
-    const DiskRead& d = disk[k];
-    const PageReadItem& it = items[d.item];
-    int r = res[k];
-    InjectFault(it.page.page_no, d.len, &r);
-    if (r < 0) {
-      status[d.item] = Status::IOError("reading page " + std::to_string(it.page.page_no) +
-                                       " of partition " + it.page.part.ToString() + ": " +
-                                       std::strerror(-r));
-    } else if (static_cast<uint32_t>(r) != d.len) {
-      status[d.item] = Status::IOError("short read of page " + std::to_string(it.page.page_no) +
-                                       " of partition " + it.page.part.ToString() + ": " +
-                                       std::to_string(r) + " of " + std::to_string(d.len) +
-                                       " bytes");
-    } else {
-      status[d.item] = CheckPageHeader(d.dst, it.page);
-    }
-  }
+  for (DiskRead* d : reads) ring->queued.push_back(d);
+  if (reads.empty()) Finish(*raw);
+  return true;
+}
 
+void PageService::Complete(DiskRead* d, int res) {
+  Active& a = *d->job;
+  const auto& items = a.job.req.items;
+  // What a coalesced read delivered is split back into its items.
+  uint32_t at = 0;
+  for (size_t i : d->items) {
+    const PageReadItem& it = items[i];
+    int r = res < 0 ? res : static_cast<int>(std::min<int64_t>(it.length, std::max<int64_t>(0, int64_t{res} - at)));
+    InjectFault(it.page.page_no, it.length, &r);
+    if (r < 0) {
+      a.status[i] = Status::IOError("reading page " + std::to_string(it.page.page_no) +
+                                    " of partition " + it.page.part.ToString() + ": " +
+                                    std::strerror(-r));
+    } else if (static_cast<uint32_t>(r) != it.length) {
+      a.status[i] = Status::IOError("short read of page " + std::to_string(it.page.page_no) +
+                                    " of partition " + it.page.part.ToString() + ": " +
+                                    std::to_string(r) + " of " + std::to_string(it.length) +
+                                    " bytes");
+    } else {
+      a.status[i] = CheckPageHeader(d->dst + at, it.page);
+    }
+    at += it.length;
+  }
+  delete d;
+  if (--a.reads_left == 0) Finish(a);
+}
+
+void PageService::Reap(Ring* ring, int wait_us) {
+  // Finished jobs leave the active list.
+  std::erase_if(ring->active, [](const std::unique_ptr<Active>& a) { return a->buf == nullptr; });
+  if (!ring->ok) return;
+  unsigned queued = 0;
+  while (!ring->queued.empty() && ring->in_ring < ring->depth) {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring->ring);
+    if (sqe == nullptr) break;
+    DiskRead* d = ring->queued.front();
+    ring->queued.pop_front();
+    io_uring_prep_read(sqe, d->fd, d->dst, d->len, d->offset);
+    io_uring_sqe_set_data(sqe, d);
+    ring->in_ring++;
+    queued++;
+  }
+  if (queued > 0) {
+    const int rc = io_uring_submit(&ring->ring);
+    if (rc < 0) RAMP_ERROR("page I/O: io_uring_submit: %s", std::strerror(-rc));
+  }
+  if (ring->in_ring == 0) return;
+  io_uring_cqe* cqe = nullptr;
+  int rc = io_uring_peek_cqe(&ring->ring, &cqe);
+  if (rc != 0 && wait_us > 0) {
+    __kernel_timespec ts{0, static_cast<long long>(wait_us) * 1000};
+    rc = io_uring_wait_cqe_timeout(&ring->ring, &cqe, &ts);
+  }
+  while (rc == 0 && cqe != nullptr) {
+    auto* d = static_cast<DiskRead*>(io_uring_cqe_get_data(cqe));
+    const int res = cqe->res;
+    io_uring_cqe_seen(&ring->ring, cqe);
+    ring->in_ring--;
+    Complete(d, res);
+    cqe = nullptr;
+    rc = io_uring_peek_cqe(&ring->ring, &cqe);
+  }
+  std::erase_if(ring->active, [](const std::unique_ptr<Active>& a) { return a->buf == nullptr; });
+}
+
+void PageService::Finish(Active& a) {
+  const auto& items = a.job.req.items;
   auto out = std::make_shared<OneSidedReply>();
-  out->dest = job.req.dest;
-  out->request = job.request;
+  out->dest = a.job.req.dest;
+  out->request = a.job.request;
   std::shared_ptr<Staging> staging = staging_;
+  uint8_t* buf = a.buf;
   out->release = [staging, buf] { staging->Give(buf); };
+  a.buf = nullptr;  // done: Reap drops it
   protocol::ReadPagesReply reply;
   reply.results.resize(items.size());
   for (size_t i = 0; i < items.size(); i++) {
     reply.results[i].item = items[i];
-    reply.results[i].status = status[i];
-    if (status[i].ok()) out->writes.push_back({buf + at[i], items[i].dest_offset, items[i].length});
+    reply.results[i].status = a.status[i];
+    if (a.status[i].ok()) out->writes.push_back({buf + a.at[i], items[i].dest_offset, items[i].length});
   }
   protocol::EncodeHeader(
-      protocol::ReplyTo(job.request, job.clock, static_cast<uint32_t>(items.size())), &out->reply);
+      protocol::ReplyTo(a.job.request, a.job.clock, static_cast<uint32_t>(items.size())),
+      &out->reply);
   protocol::Encode(reply, &out->reply);
-  (*job.post)(job.session, std::move(out));
+  (*a.job.post)(a.job.session, std::move(out));
 }
 
 }  // namespace ramp::server

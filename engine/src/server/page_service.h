@@ -16,6 +16,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,12 +72,25 @@ class PageService {
 
  private:
   struct Ring;
+  struct Active;
+  struct DiskRead;
   struct Staging;
   PageService(const PageServiceOptions& options, store::Store* store,
               std::shared_ptr<transport::Memory> memory);
   Status Init();
   void Run(int index);
-  void Process(Job& job, Ring* ring);
+  // Serves one job from start to end (the thread-per-request baseline).
+  void ServeOne(Job& job, Ring* ring);
+  // Locates and copies the job's pages, queues its disk reads on the ring (coalescing
+  // consecutive pages of one file into one read); false when no staging buffer is free
+  // and `wait` is false.
+  bool Start(Job& job, Ring* ring, bool wait);
+  // Submits queued reads while the ring has room; reaps completions (waiting up to
+  // wait_us for the first when asked); finishes the jobs whose reads all completed.
+  void Reap(Ring* ring, int wait_us);
+  void Finish(Active& a);
+  // A disk read completed with res (bytes or -errno).
+  void Complete(DiskRead* d, int res);
   bool InjectFault(uint32_t page_no, uint32_t len, int* res) const;
 
   const PageServiceOptions options_;
