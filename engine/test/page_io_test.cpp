@@ -166,5 +166,50 @@ TEST_F(PageFileTest, CompletePagesGoToTheFileAndLocatePageFindsThem) {
   EXPECT_TRUE(store_->LocatePage(Part(9), 0, &loc).Is(Status::Code::kNotFound));
 }
 
+TEST_F(PageFileTest, DataLargerThanTheMemoryBudgetIsServed) {
+  using store::testing::Part;
+  using store::testing::Ts;
+  options_.memory_bytes = size_t{16} << 20;
+  options_.memory_budget_bytes = size_t{1} << 20;  // 128 pages
+  Open();
+  auto value = [](int i, int gen) {
+    std::string v = "g" + std::to_string(gen) + "-" + std::to_string(i) + "-";
+    v.resize(1000, 'x');
+    return v;
+  };
+  constexpr int kKeys = 3000;  // about 3 MiB of records: three times the budget
+  uint64_t t = 10;
+  for (int i = 0; i < kKeys; i++) Put(Ts(t++), "k" + std::to_string(i), value(i, 0));
+  // Overwrites flip valid bits on pages that were evicted meanwhile.
+  for (int i = 0; i < kKeys; i += 10) Put(Ts(t++), "k" + std::to_string(i), value(i, 1));
+  store::Store::PageLocation loc;
+  ASSERT_TRUE(store_->LocatePage(Part(), 0, &loc).ok());
+  EXPECT_EQ(loc.frame, nullptr) << "the oldest pages live only in the page file";
+  EXPECT_GE(loc.fd, 0);
+  EXPECT_GT(store_->PageCount(Part()), 3u * 128u);
+  for (int i = 0; i < kKeys; i++) {
+    auto r = Get("k" + std::to_string(i));
+    ASSERT_EQ(r.status, protocol::ItemStatus::kOk) << i;
+    ASSERT_EQ(r.value, value(i, i % 10 == 0 ? 1 : 0)) << i;
+  }
+  // Snapshot reads of the overwritten keys find the older version on disk too.
+  for (int i = 0; i < kKeys; i += 10) {
+    auto r = Get("k" + std::to_string(i), Ts(10 + static_cast<uint64_t>(i)), protocol::kGetSnapshot);
+    ASSERT_EQ(r.status, protocol::ItemStatus::kOk) << i;
+    ASSERT_EQ(r.value, value(i, 0)) << i;
+  }
+  // What a one-sided reader can find valid in memory is the current version only.
+  std::map<std::string, int> valid;
+  for (const auto& [off, rec] : ValidRecords()) {
+    auto r = Get(rec.key);
+    EXPECT_EQ(rec.ts, r.ts) << rec.key << " at " << off;
+    EXPECT_EQ(++valid[rec.key], 1) << rec.key;
+  }
+  // A GC pass evicts what the reads brought back.
+  store_->CollectGarbage();
+  ASSERT_TRUE(store_->LocatePage(Part(), 0, &loc).ok());
+  EXPECT_EQ(loc.frame, nullptr);
+}
+
 }  // namespace
 }  // namespace ramp

@@ -34,6 +34,9 @@ Serves pg_ramp partitions: RAMP-Fast transactions, one-sided reads, page I/O.
   --max-value-kb N    largest value accepted (default 32768)
   --page-dir DIR      page files of remote page I/O (default DATA/pages with --data; none
                       without: every page is then served from memory)
+  --memory-budget-mb N  pages kept in memory at most (at most half of --memory-mb; needs
+                      page files): complete pages beyond it live only on disk and are read
+                      back when needed, so data sets larger than the budget are served
   --io-workers N      static I/O worker threads of the page-read service (default 2)
   --page-io MODE      static (default) or per-request (a thread per batch: benchmark baseline)
   --page-direct-io    read page files with O_DIRECT (bypass the page cache)
@@ -60,7 +63,7 @@ int main(int argc, char** argv) {
   using namespace ramp;
   tools::Flags flags({"listen", "cluster", "node", "token-file", "data", "workers", "memory-mb",
                       "ring-kb", "gc-grace-ms", "max-connections", "max-value-kb", "log-level",
-                      "config", "page-dir", "io-workers", "page-io", "debug-page-fault"},
+                      "config", "page-dir", "memory-budget-mb", "io-workers", "page-io", "debug-page-fault"},
                      {"help", "page-direct-io", "no-io-uring"});
   Status st = flags.Parse(argc, argv);
   if (!st.ok()) return Fail(st);
@@ -111,6 +114,18 @@ int main(int argc, char** argv) {
   o.limits.max_value_bytes = static_cast<size_t>(v) << 10;
   o.data_dir = flags.Get("data");
   o.page_dir = flags.Get("page-dir", o.data_dir.empty() ? "" : o.data_dir + "/pages");
+  if (flags.Has("memory-budget-mb")) {
+    // Evicted pages are read back into fresh frames before the next eviction pass: the
+    // arena keeps the other half as headroom for that.
+    if (!(st = flags.GetInt("memory-budget-mb", 0, 1, static_cast<int64_t>(o.memory_bytes >> 21),
+                            &v)).ok()) {
+      return Fail(st.Annotate("--memory-budget-mb is at most half of --memory-mb"));
+    }
+    if (o.page_dir.empty()) {
+      return Fail(Status::InvalidArgument("--memory-budget-mb needs page files (--data or --page-dir)"));
+    }
+    o.memory_budget_bytes = static_cast<size_t>(v) << 20;
+  }
   if (!(st = flags.GetInt("io-workers", 2, 1, 256, &v)).ok()) return Fail(st);
   o.pages.io_workers = static_cast<int>(v);
   const std::string page_io = flags.Get("page-io", "static");

@@ -64,6 +64,7 @@ Status Server::Init(const ServerOptions& options) {
   so.node = self;
   so.page_dir = options.page_dir;
   so.page_direct_io = options.page_direct_io;
+  so.memory_budget_bytes = options.memory_budget_bytes;
   RAMP_RETURN_IF_ERROR(store::Store::Open(so, memory_, &store_));
   directory_ = std::make_unique<Directory>(self, static_cast<uint32_t>(cluster_.nodes.size()));
 

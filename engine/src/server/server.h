@@ -39,6 +39,7 @@ struct ServerOptions {
   // Remote page I/O: page files (empty: none) and the page-read service.
   std::string page_dir;
   bool page_direct_io = false;
+  size_t memory_budget_bytes = 0;  // pages resident at most (0: all of memory_bytes)
   PageServiceOptions pages;
 };
 

@@ -56,6 +56,35 @@ void PageFile::Write(uint32_t page_no, uint32_t run, const uint8_t* data) {
   for (uint32_t i = 0; i < run; i++) on_disk_[page_no + i] = true;
 }
 
+Status PageFile::Rewrite(uint32_t page_no, const uint8_t* data) {
+  size_t done = 0;
+  while (done < record::kPageBytes) {
+    const ssize_t n = pwrite(fd_, data + done, record::kPageBytes - done,
+                             static_cast<off_t>(OffsetOf(page_no) + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Status::FromErrno(path_ + ": rewriting page " + std::to_string(page_no), n < 0 ? errno : EIO);
+    done += static_cast<size_t>(n);
+  }
+  return Status::OK();
+}
+
+Status PageFile::ReadPage(uint32_t page_no, uint8_t* dst) const {
+  size_t done = 0;
+  while (done < record::kPageBytes) {
+    const ssize_t n = pread(fd_, dst + done, record::kPageBytes - done,
+                            static_cast<off_t>(OffsetOf(page_no) + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::FromErrno(path_ + ": reading page " + std::to_string(page_no), errno);
+    if (n == 0) {
+      return Status::IOError(path_ + ": short read of page " + std::to_string(page_no) + ": " +
+                             std::to_string(done) + " of " + std::to_string(record::kPageBytes) +
+                             " bytes");
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::OK();
+}
+
 bool PageFile::OnDisk(uint32_t page_no, uint32_t count) const {
   if (size_t{page_no} + count > on_disk_.size()) return false;
   for (uint32_t i = 0; i < count; i++) {

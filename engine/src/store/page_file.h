@@ -36,6 +36,12 @@ class PageFile {
   // "not on disk" (they are still resident): the page file is a copy, never the only one
   // until the memory budget work evicts pages.
   void Write(uint32_t page_no, uint32_t run, const uint8_t* data);
+  // Writes a page already in the file again (its state bytes changed since): before the
+  // memory budget evicts it, so that what is read back is what was in memory.
+  Status Rewrite(uint32_t page_no, const uint8_t* data);
+  // Reads one whole page (memory budget: a page read back into memory). IOError on a short
+  // read or an I/O error.
+  Status ReadPage(uint32_t page_no, uint8_t* dst) const;
   // Every page of [page_no, page_no + count) is in the file.
   bool OnDisk(uint32_t page_no, uint32_t count) const;
   // The descriptor I/O threads read pages through (O_DIRECT when asked and possible).

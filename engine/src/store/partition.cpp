@@ -34,6 +34,7 @@ Partition::Partition(const PartitionId& id, Arena* arena, const StoreOptions& op
     if (!st.ok()) RAMP_ERROR("partition %s: no page file: %s", id.ToString().c_str(),
                              st.ToString().c_str());
     log_.set_page_file(page_file_.get());
+    if (page_file_ != nullptr) log_.set_memory_budget(options.memory_budget_bytes / record::kPageBytes);
   }
 }
 

@@ -16,6 +16,8 @@ Partition::GcResult Partition::CollectGarbage(double compaction_ratio) {
     std::unique_lock lock(mu_);
     if (dropped_) return result;
     const uint64_t now_ms = now();
+    // Reads may have brought evicted pages back beyond the budget since the last pass.
+    log_.EnforceBudget(UINT64_MAX);
     result.collected_versions = ExpireVersions(now_ms);
     const auto retention = static_cast<uint64_t>(options_.decided_retention_ms);
     if (now_ms > retention) txns_.ForgetDecidedBefore(now_ms - retention);

@@ -41,6 +41,9 @@ struct StoreOptions {
   // from memory), and whether reads of them bypass the page cache (O_DIRECT).
   std::string page_dir;
   bool page_direct_io = false;
+  // Pages kept in memory at most (bytes, 0: no limit); needs page_dir. Complete pages
+  // beyond it live only in the page files (partition_log.h).
+  size_t memory_budget_bytes = 0;
   // Clock used for GC and hotness (milliseconds); tests may replace it.
   std::function<uint64_t()> now_ms;
 };
