@@ -328,6 +328,45 @@ INSTANTIATE_TEST_SUITE_P(Providers, PageIoTest, ::testing::Values(Provider::kShm
                            return std::string(info.param == Provider::kShm ? "shm" : "tcp");
                          });
 
+// ---- memory budget -----------------------------------------------------------------------
+
+TEST(PageBudgetTest, DataLargerThanServerMemoryIsServed) {
+  TestClusterOptions o;
+  o.nodes = 1;
+  o.data = true;
+  o.memory_mb = 32;  // the whole page memory of the server
+  // Evicted frames are reused after the grace: short, so that loading can go on.
+  o.extra_args = {"--memory-budget-mb=8", "--gc-grace-ms=50"};
+  std::unique_ptr<TestCluster> cluster;
+  Status st = TestCluster::Start(o, &cluster);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto c = OpenClient(*cluster, Provider::kShm);
+  const KeyspaceId ks = 0xB1D6;
+  constexpr int kKeys = 40000;  // about 44 MiB of records: more than the 32 MiB of memory
+  Load(c.get(), ks, kKeys, 1000);
+  // Every key reads back (most from pages that live only on disk).
+  std::vector<std::string> keys;
+  for (int i = 0; i < kKeys; i += 37) keys.push_back("k" + std::to_string(i));
+  std::vector<ReadItem> items;
+  for (const auto& k : keys) items.push_back({ks, k, {}});
+  auto t = c->Begin();
+  std::vector<ReadResult> got;
+  st = t->GetAll(items, &got);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  for (size_t i = 0; i < keys.size(); i++) {
+    ASSERT_TRUE(got[i].found) << keys[i];
+    EXPECT_EQ(got[i].value.substr(0, keys[i].size()), "v" + keys[i].substr(1)) << keys[i];
+  }
+  // A scan reads every page through page I/O: the evicted ones from the page files.
+  ScanStats stats;
+  auto rows = ScanAll(c.get(), ks, &stats);
+  EXPECT_EQ(rows.size(), static_cast<size_t>(kKeys));
+  EXPECT_GT(stats.bytes, uint64_t{32} << 20) << "the scan read more than the server's memory";
+  auto it = rows.find("k12345");
+  ASSERT_NE(it, rows.end());
+  EXPECT_EQ(it->second.substr(0, 6), "v12345");
+}
+
 // ---- disk faults -----------------------------------------------------------------------------
 
 class PageFaultTest : public ::testing::TestWithParam<std::vector<std::string>> {};
