@@ -120,9 +120,6 @@ struct ScanOptions {
   int connections_per_node = 2;
   int batch_pages = 16;
   int batches_in_flight = 4;
-  // Servers read the pages from their page files where they are there instead of copying
-  // resident pages (benchmarks of the disk path).
-  bool prefer_disk = false;
   // Called with every page the scan asks for, in order (I/O traces for benchmarks).
   std::function<void(const PartitionId& part, uint32_t page_no)> on_page;
 };

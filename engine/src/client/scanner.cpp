@@ -11,14 +11,18 @@
 // repairing a fractured read after the fact, the scan waits for the few transactions in
 // their commit phase to finish; the termination protocol bounds that wait.)
 //
-// Per partition. The pages [0, page count) are read with the PageReader and parsed: for each
-// key, the newest version at or below S whose transaction is known committed (a commit mark
-// in the log, or the record's valid bit, which only a committed version ever carries) is the
-// row; an abort mark drops a version. A key whose newest version at or below S carries no
-// such evidence (compaction moved the version away from its commit mark, or the record is a
-// multi-page run the page parser does not reassemble) is repaired: read by snapshot GET at
-// S from its server. Pages retired by compaction during the scan have their live records
-// relocated past the page count first: the scanner then reads the new tail as well.
+// Per partition. The pages [0, page count) are read with the PageReader and parsed. A key is
+// decided from the pages when its newest version is at or below S and carries the valid bit:
+// only the current committed version of a key has it, in memory (and in the page file for
+// pages the memory budget evicted: they are rewritten when evicted; pages compacted away are
+// not served). Every other key is repaired by a snapshot GET at S from its server: keys
+// written after S (a version above S is in the pages), keys whose newest version lost its
+// valid bit (deleted, or a newer transaction's version is prepared) and keys in records that
+// span pages (the parser does not reassemble them). Commit marks are not used as evidence:
+// garbage collection and compaction may remove a newer version (a tombstone) while an older
+// version and its mark stay, and the scan would bring a deleted key back. Pages retired by
+// compaction during the scan had their live records relocated past the page count first:
+// the scanner then reads the new tail as well.
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -37,10 +41,12 @@ namespace {
 constexpr int kMaxTailRounds = 16;
 constexpr size_t kRepairBatch = 256;
 
-struct Candidate {
+// The newest version of a key seen in the pages.
+struct Newest {
   Timestamp ts;
   bool valid = false;
   bool tombstone = false;
+  bool above = false;  // some version is newer than the snapshot
   std::string value;
 };
 }  // namespace
@@ -135,7 +141,9 @@ Status Client::OpenScan(KeyspaceId keyspace, const ScanOptions& options,
   ro.connections_per_node = options.connections_per_node;
   ro.batch_pages = options.batch_pages;
   ro.batches_in_flight = options.batches_in_flight;
-  ro.prefer_disk = options.prefer_disk;
+  // Never prefer_disk: the page file copy of a resident page may carry stale valid bits,
+  // and the scan trusts valid bits (pages the memory budget evicted are read from disk all
+  // the same, rewritten when they were evicted).
   st->on_page = options.on_page;
   RAMP_RETURN_IF_ERROR(PageReader::Open(this, ro, &st->reader));
   out->reset(new Scanner(std::move(st)));
@@ -175,9 +183,7 @@ Status Scanner::State::Repair(const PartitionId& part, const std::vector<std::st
 
 Status Scanner::State::LoadPartition(size_t index) {
   const PartitionId part = parts[index];
-  std::unordered_map<std::string, std::vector<Candidate>> cands;
-  std::unordered_set<Timestamp, TimestampHash> committed;
-  std::unordered_set<Timestamp, TimestampHash> aborted;
+  std::unordered_map<std::string, Newest> newest;
   std::unordered_set<std::string> undecidable;  // keys in multi-page records
   uint32_t from = 0;
   uint32_t to = info[index].page_count;
@@ -216,14 +222,19 @@ Status Scanner::State::LoadPartition(size_t index) {
         // page was copied meanwhile): it and what follows are newer than the page count.
         if (!record::DecodeRecord(data + off, used - off, &v).ok()) break;
         off += v.total_len;
-        if (v.ts > snapshot) continue;
-        if (v.kind == record::kKindCommitMark) {
-          committed.insert(v.ts);
-        } else if (v.kind == record::kKindAbortMark) {
-          aborted.insert(v.ts);
-        } else if (v.keyspace == part.keyspace && v.bucket == part.bucket) {
-          cands[std::string(v.key)].push_back(
-              {v.ts, v.valid(), v.tombstone(), v.tombstone() ? std::string() : std::string(v.value)});
+        if (v.kind != record::kKindVersion || v.keyspace != part.keyspace ||
+            v.bucket != part.bucket) {
+          continue;
+        }
+        Newest& n = newest[std::string(v.key)];
+        if (v.ts > snapshot) {
+          n.above = true;
+        } else if (v.ts > n.ts || (v.ts == n.ts && v.valid())) {
+          // The same version twice (relocated by compaction): the valid copy counts.
+          n.ts = v.ts;
+          n.valid = v.valid();
+          n.tombstone = v.tombstone();
+          n.value.assign(v.tombstone() ? std::string_view() : v.value);
         }
       }
       return Status::OK();
@@ -240,25 +251,12 @@ Status Scanner::State::LoadPartition(size_t index) {
   }
 
   std::vector<std::string> repair(undecidable.begin(), undecidable.end());
-  for (auto& [key, versions] : cands) {
+  for (auto& [key, n] : newest) {
     if (undecidable.count(key)) continue;
-    std::sort(versions.begin(), versions.end(),
-              [](const Candidate& a, const Candidate& b) { return a.ts > b.ts; });
-    const Candidate* pick = nullptr;
-    bool unsure = false;
-    for (const Candidate& v : versions) {
-      if (aborted.count(v.ts)) continue;
-      if (v.valid || committed.count(v.ts)) {
-        pick = &v;
-      } else {
-        unsure = true;
-      }
-      break;
-    }
-    if (unsure) {
+    if (n.above || !n.valid) {
       repair.push_back(key);
-    } else if (pick != nullptr && !pick->tombstone) {
-      rows.push_back({key, pick->ts, std::move(const_cast<Candidate*>(pick)->value)});
+    } else if (!n.tombstone) {
+      rows.push_back({key, n.ts, std::move(n.value)});
     }
   }
   RAMP_RETURN_IF_ERROR(Repair(part, repair));

@@ -82,6 +82,8 @@ class PartitionLog {
   void set_page_file(PageFile* file) { page_file_ = file; }
   // The memory of page_no when it is resident (mapped and not evicted), otherwise null.
   const uint8_t* ResidentPage(uint32_t page_no) const;
+  // The page is part of the log (resident or evicted by the memory budget), not retired.
+  bool Mapped(uint32_t page_no) const { return SegmentOf(page_no) != nullptr; }
 
   // Memory budget (with a page file): while the arena holds more than budget_frames frames
   // (server-wide), complete single pages of this log that have a copy in the page file are

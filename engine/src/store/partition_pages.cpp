@@ -16,6 +16,13 @@ Status Partition::LocatePage(uint32_t page_no, Store::PageLocation* out) const {
                             id_.ToString() + " (" + std::to_string(log_.next_page()) +
                             " pages)");
   }
+  // A page compacted away is gone, although the page file still holds its bytes: the file
+  // copy keeps the valid bits the page had when it was written, and readers of pages trust
+  // valid bits (the memory copy's, or an evicted page's, which was rewritten at eviction).
+  if (!log_.Mapped(page_no)) {
+    return Status::NotFound("page " + std::to_string(page_no) + " of partition " +
+                            id_.ToString() + " was retired by compaction");
+  }
   out->frame = log_.ResidentPage(page_no);
   if (out->frame != nullptr) {
     record::PageHeader h;
@@ -24,17 +31,15 @@ Status Partition::LocatePage(uint32_t page_no, Store::PageLocation* out) const {
       out->pages = h.run_pages;
     }
   }
-  // A complete page has a copy in the page file, which stays there after compaction
-  // retired the page from memory (a truthful copy of history: readers that need the live
-  // version follow the relocated record at the log's head).
+  // A complete page has a copy in the page file; an evicted page only that.
   if (page_file_ != nullptr && page_file_->OnDisk(page_no, 1)) {
     out->fd = page_file_->read_fd();
     out->file_offset = PageFile::OffsetOf(page_no);
     out->direct = page_file_->direct();
   }
   if (out->frame == nullptr && out->fd < 0) {
-    return Status::NotFound("page " + std::to_string(page_no) + " of partition " +
-                            id_.ToString() + " was retired by compaction");
+    return Status::Internal("page " + std::to_string(page_no) + " of partition " +
+                            id_.ToString() + " is neither in memory nor in the page file");
   }
   return Status::OK();
 }
