@@ -87,9 +87,10 @@ struct PageReader::Impl {
         if (c.conn) c.conn->Close();
       }
     }
-    // The buffers stay allocated in the client's Memory: a server write still in flight
-    // to a closed connection must land in mapped memory (and the registration cache may
-    // hand the same buffers out again).
+    // Freeing is safe with writes still in flight: a closed tcp connection delivers
+    // nothing more, and an shm server keeps its own mapping of the segment (it writes into
+    // memory nobody reads). Freeing also removes the registration (the cache notices).
+    for (uint8_t* b : slot_bufs) (void)client->memory->Free(b);
   }
 
   Status Connect(uint32_t node, Conn* c);
