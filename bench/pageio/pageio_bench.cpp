@@ -99,6 +99,10 @@ void StartServer(const Config& cfg, size_t data_mb, std::vector<std::string> arg
   o.memory_mb = static_cast<int>(data_mb * 2 + 128);
   o.workers = 1;
   args.push_back("--page-direct-io");
+  // Frames evicted by the memory budget are reused after the GC grace; loading faster than
+  // the arena's headroom per grace would stall. Nothing here reads one-sided (GET*), which
+  // is what the grace protects.
+  args.push_back("--gc-grace-ms=200");
   o.extra_args = args;
   Status st = testing::TestCluster::Start(o, &s->cluster);
   if (!st.ok()) Die("start rampd", st);
@@ -409,6 +413,7 @@ int main(int argc, char** argv) {
   Csv("scan_trace_replay", "local", 8192, 0, 0, replay_local, "reads/s");
   Csv("scan_trace_replay", "shm", 8192, shape.conns, 2, replay_remote, "reads/s");
   tcp.reset();
+  scan.reset();  // before its client
   s = Server();
 
   // ---- 3. connections x I/O workers (8 KiB, shm) ---------------------------------------

@@ -115,7 +115,7 @@ class Client;
 // snapshot timestamp when it opens and returns, for every key, the newest version committed
 // at or before it; transactions that commit later are excluded (for every key they wrote),
 // and a transaction at or below the snapshot is seen whole. Streaming with bounded memory:
-// one partition's rows are held at a time.
+// one partition's rows are held at a time. A Scanner must not outlive its Client.
 struct ScanOptions {
   int connections_per_node = 2;
   int batch_pages = 16;

@@ -9,7 +9,8 @@
 // the same order, and a page that carries a header must carry the header of the page asked
 // for. A mismatch is a Corruption error, never data.
 //
-// Single-threaded like the Client it belongs to; it never starts threads.
+// Single-threaded like the Client it belongs to; it never starts threads. A PageReader must
+// not outlive its Client.
 #pragma once
 
 #include <cstdint>
