@@ -118,7 +118,7 @@ class Client;
 // one partition's rows are held at a time. A Scanner must not outlive its Client.
 struct ScanOptions {
   int connections_per_node = 2;
-  int batch_pages = 16;
+  int batch_pages = 32;  // 256 KiB per request: the server reads consecutive pages at once
   int batches_in_flight = 4;
   // Called with every page the scan asks for, in order (I/O traces for benchmarks).
   std::function<void(const PartitionId& part, uint32_t page_no)> on_page;
