@@ -1,6 +1,7 @@
 // The pipelined page reader (ramp/page_reader.h).
 #include "ramp/page_reader.h"
 
+#include <poll.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@ using protocol::PageReadResult;
 namespace {
 constexpr int kSpinRounds = 256;
 constexpr int kHookEveryRounds = 4096;
+constexpr int kMaxSleepMs = 1;
 }  // namespace
 
 Status CheckPageReply(const PageReadItem& asked, const PageReadResult& got, const uint8_t* data) {
@@ -98,7 +100,20 @@ struct PageReader::Impl {
   Status Send(Conn* c, const Batch& b, uint64_t id, uint8_t flags);
   Status Progress(Conn* c, bool* did, const Sink* sink, bool discard);
   Status Drain();
+  // Sleeps until a connection with batches in flight has something (doorbell, socket) or
+  // kMaxSleepMs passed: waiting for a disk must not burn the CPU the server needs.
+  void Sleep();
 };
+
+void PageReader::Impl::Sleep() {
+  std::vector<pollfd> fds;
+  for (Conn* c : all_conns) {
+    if (!c->conn || c->in_flight == 0) continue;
+    if (!c->conn->Arm()) return;  // something is already waiting
+    fds.push_back({c->conn->wait_fd(), POLLIN, 0});
+  }
+  if (!fds.empty()) (void)poll(fds.data(), fds.size(), kMaxSleepMs);
+}
 
 PageReader::PageReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 PageReader::~PageReader() = default;
@@ -389,7 +404,7 @@ Status PageReader::Read(std::span<const PageRef> pages, const Sink& sink) {
     }
     if (++idle >= kSpinRounds) {
       idle = 0;
-      sched_yield();
+      im.Sleep();
       if (cl.options.wait_hook) st = cl.options.wait_hook();
     } else if (round % kHookEveryRounds == 0 && cl.options.wait_hook) {
       st = cl.options.wait_hook();
