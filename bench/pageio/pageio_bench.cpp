@@ -78,7 +78,7 @@ struct Server {
   std::unique_ptr<testing::TestCluster> cluster;
   std::unique_ptr<Client> client;  // shm
   std::vector<protocol::ScanOpenPartition> parts;
-  std::vector<PageRef> pages;  // complete pages (in the page files)
+  std::vector<PageRef> pages;      // complete pages (in the page files)
   std::vector<std::string> files;  // page file per bucket
 };
 
@@ -201,7 +201,8 @@ double LocalReads(const LocalFiles& files, const std::vector<PageRef>& pages, ui
     io_uring_cqe* cqe = nullptr;
     if (io_uring_wait_cqe(&ring, &cqe) != 0) continue;
     do {
-      if (cqe->res != static_cast<int>(size)) Die("local read", Status::IOError(std::to_string(cqe->res)));
+      if (cqe->res != static_cast<int>(size))
+        Die("local read", Status::IOError(std::to_string(cqe->res)));
       free_slots.push_back(static_cast<unsigned>(io_uring_cqe_get_data64(cqe)));
       io_uring_cqe_seen(&ring, cqe);
       inflight--;
@@ -217,7 +218,8 @@ double LocalReads(const LocalFiles& files, const std::vector<PageRef>& pages, ui
 }
 
 // Sequential read of whole page files (O_DIRECT, 1 MiB chunks, 4 outstanding).
-double LocalSequential(const LocalFiles& files, const std::vector<uint64_t>& sizes, uint64_t* bytes) {
+double LocalSequential(const LocalFiles& files, const std::vector<uint64_t>& sizes,
+                       uint64_t* bytes) {
   constexpr unsigned kDepth = 4;
   constexpr size_t kChunk = 1u << 20;
   io_uring ring;
@@ -226,11 +228,16 @@ double LocalSequential(const LocalFiles& files, const std::vector<uint64_t>& siz
   for (auto& b : bufs) {
     if (posix_memalign(reinterpret_cast<void**>(&b), 4096, kChunk) != 0) std::abort();
   }
-  struct Piece { int fd; uint64_t off; uint32_t len; };
+  struct Piece {
+    int fd;
+    uint64_t off;
+    uint32_t len;
+  };
   std::vector<Piece> pieces;
   for (size_t f = 0; f < files.fds.size(); f++) {
     for (uint64_t off = 0; off < sizes[f]; off += kChunk) {
-      pieces.push_back({files.fds[f], off, static_cast<uint32_t>(std::min<uint64_t>(kChunk, sizes[f] - off))});
+      pieces.push_back(
+          {files.fds[f], off, static_cast<uint32_t>(std::min<uint64_t>(kChunk, sizes[f] - off))});
     }
   }
   *bytes = 0;
@@ -313,7 +320,9 @@ std::vector<PageRef> Shuffled(std::vector<PageRef> pages, uint32_t seed) {
   return pages;
 }
 
-void Result(const char* name, double v) { std::printf("RESULT %s %.3f\n", name, v); }
+void Result(const char* name, double v) {
+  std::printf("RESULT %s %.3f\n", name, v);
+}
 
 }  // namespace
 
@@ -357,7 +366,8 @@ int main(int argc, char** argv) {
     const double local = LocalReads(files, random, size, shape.outstanding(), cfg.seconds, false);
     const double shm = RemoteReads(s.client.get(), random, size, shape, true, cfg.seconds, false);
     const double tc = RemoteReads(tcp.get(), random, size, shape, true, cfg.seconds, false);
-    std::fprintf(stderr, "random %5u B: local %.0f  shm %.0f  tcp %.0f reads/s\n", size, local, shm, tc);
+    std::fprintf(stderr, "random %5u B: local %.0f  shm %.0f  tcp %.0f reads/s\n", size, local, shm,
+                 tc);
     Csv("random_read", "local", size, 0, 0, local, "reads/s");
     Csv("random_read", "shm", size, shape.conns, 2, shm, "reads/s");
     Csv("random_read", "tcp", size, shape.conns, 2, tc, "reads/s");
@@ -389,10 +399,12 @@ int main(int argc, char** argv) {
   const ScanStats ss = scan->stats();
   const double scan_rate = static_cast<double>(ss.bytes) / scan_secs;
   std::vector<uint64_t> sizes;
-  for (const auto& p : s.parts) sizes.push_back(uint64_t{p.page_count > 1 ? p.page_count - 1 : 0} * 8192);
+  for (const auto& p : s.parts)
+    sizes.push_back(uint64_t{p.page_count > 1 ? p.page_count - 1 : 0} * 8192);
   uint64_t seq_bytes = 0;
   const double seq_rate = LocalSequential(files, sizes, &seq_bytes);
-  std::fprintf(stderr, "scan: %lu rows, %lu pages, %.1f MB/s (repaired %lu); local sequential %.1f MB/s\n",
+  std::fprintf(stderr,
+               "scan: %lu rows, %lu pages, %.1f MB/s (repaired %lu); local sequential %.1f MB/s\n",
                static_cast<unsigned long>(rows), static_cast<unsigned long>(ss.pages),
                scan_rate / 1e6, static_cast<unsigned long>(ss.repaired), seq_rate / 1e6);
   Csv("scan", "scan_shm_evicted", 8192, 2, 2, scan_rate / 1e6, "MB/s");
@@ -450,8 +462,10 @@ int main(int argc, char** argv) {
         Server& v = per_request ? pr_server : st_server;
         const double iops = RemoteReads(v.client.get(), Shuffled(v.pages, 3 + round), 8192, sh,
                                         true, sweep_secs, false);
-        std::fprintf(stderr, "%s: %.0f reads/s\n", per_request ? "thread per request" : "static pool", iops);
-        Csv("io_service", per_request ? "per_request" : "static", 8192, sh.conns, 2, iops, "reads/s");
+        std::fprintf(stderr, "%s: %.0f reads/s\n",
+                     per_request ? "thread per request" : "static pool", iops);
+        Csv("io_service", per_request ? "per_request" : "static", 8192, sh.conns, 2, iops,
+            "reads/s");
         (per_request ? b : a).push_back(iops);
       }
     }
@@ -483,7 +497,8 @@ int main(int argc, char** argv) {
     for (int t = 0; t < 3; t++) {
       const KeyspaceId ks = 0x9300 + static_cast<KeyspaceId>(t);
       q.client->DefineKeyspace(ks, kBuckets);
-      const std::string cmd = cfg.dbgen + " -s " + std::to_string(sf) + " -T " + tables[t] + " --stdout";
+      const std::string cmd =
+          cfg.dbgen + " -s " + std::to_string(sf) + " -T " + tables[t] + " --stdout";
       FILE* in = popen(cmd.c_str(), "r");
       if (!in) Die(cmd, Status::FromErrno("popen", errno));
       char line[4096];
@@ -541,7 +556,8 @@ int main(int argc, char** argv) {
     // Local replay: files indexed by (table, bucket).
     std::vector<PageRef> local_trace = q3_trace;
     for (auto& p : local_trace) {
-      const size_t t = static_cast<size_t>(std::find(q3_ks.begin(), q3_ks.end(), p.part.keyspace) - q3_ks.begin());
+      const size_t t = static_cast<size_t>(std::find(q3_ks.begin(), q3_ks.end(), p.part.keyspace) -
+                                           q3_ks.begin());
       p.part.bucket = static_cast<uint32_t>(t * kBuckets + p.part.bucket);
     }
     LocalFiles qf(q3_files);

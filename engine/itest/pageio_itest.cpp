@@ -54,8 +54,8 @@ std::vector<protocol::ScanOpenPartition> PageCounts(Client* c, KeyspaceId ks) {
     std::string body;
     protocol::Encode(req, &body);
     PendingCall reply;
-    Status st = im.CallAndWait(im.OwnerOf(parts[i]), ChannelKind::kFast, protocol::Op::kScanOpen,
-                               1, body, &reply);
+    Status st = im.CallAndWait(im.OwnerOf(parts[i]), ChannelKind::kFast, protocol::Op::kScanOpen, 1,
+                               body, &reply);
     EXPECT_TRUE(st.ok()) << st.ToString();
     protocol::ScanOpenReply r;
     EXPECT_TRUE(protocol::Decode(reply.body(), reply.header.count, &r).ok());
@@ -105,7 +105,8 @@ TEST_P(PageIoTest, ReadsEveryPageFromMemoryAndFromThePageFiles) {
   auto counts = PageCounts(c.get(), ks);
   std::vector<PageRef> refs;
   for (uint32_t b = 0; b < counts.size(); b++) {
-    for (uint32_t p = 0; p < counts[b].page_count; p++) refs.push_back({{ks, b}, p, counts[b].epoch, 8192});
+    for (uint32_t p = 0; p < counts[b].page_count; p++)
+      refs.push_back({{ks, b}, p, counts[b].epoch, 8192});
   }
   ASSERT_GT(refs.size(), 40u);
   PageReaderOptions o;
@@ -279,7 +280,8 @@ TEST_P(PageIoTest, ScanIsReadAtomicUnderConcurrentMultiPartitionWriters) {
   std::vector<std::thread> writers;
   for (int w = 0; w < 2; w++) {
     writers.emplace_back([&, w] {
-      ClientOptions o = cluster_->ClientOptionsFor(GetParam(), ReadPath::kGetStar, WritePath::kPutPlus);
+      ClientOptions o =
+          cluster_->ClientOptionsFor(GetParam(), ReadPath::kGetStar, WritePath::kPutPlus);
       // COMMIT reaches one server first and the others later: a scan that read one
       // partition after the commit and another before would see half a transaction.
       o.debug_commit_delay_us = 2000;
@@ -361,7 +363,8 @@ TEST(PageScanGcTest, ScanAfterDeletesGcAndCompaction) {
   // GC passes run every second: versions and tombstones expire, segments are compacted.
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   std::vector<PageRef> first_pages;
-  for (uint32_t b = 0; b < 2; b++) first_pages.push_back({{ks, b}, 0, counts_before[b].epoch, 8192});
+  for (uint32_t b = 0; b < 2; b++)
+    first_pages.push_back({{ks, b}, 0, counts_before[b].epoch, 8192});
   std::vector<PageResult> got;
   st = ReadAll(c.get(), first_pages, PageReaderOptions(), &got);
   ASSERT_TRUE(st.ok()) << st.ToString();

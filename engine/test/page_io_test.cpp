@@ -66,7 +66,8 @@ TEST(PageMessages, MalformedIsCorruption) {
   protocol::ReadPagesRequest back;
   // A count the body cannot hold, a truncated item, trailing bytes.
   EXPECT_TRUE(protocol::Decode(body, 1000000, &back).Is(Status::Code::kCorruption));
-  EXPECT_TRUE(protocol::Decode(body.substr(0, body.size() - 3), 1, &back).Is(Status::Code::kCorruption));
+  EXPECT_TRUE(
+      protocol::Decode(body.substr(0, body.size() - 3), 1, &back).Is(Status::Code::kCorruption));
   EXPECT_TRUE(protocol::Decode(body + "x", 1, &back).Is(Status::Code::kCorruption));
   EXPECT_TRUE(protocol::Decode(body.substr(0, 10), 0, &back).Is(Status::Code::kCorruption));
 
@@ -99,8 +100,8 @@ TEST(CheckPageReply, AcceptsWhatWasAsked) {
 
 TEST(CheckPageReply, RefusesAnotherPageStaleEpochOrPlace) {
   auto page = Page(4);
-  EXPECT_TRUE(CheckPageReply(Item(4), {Item(5), Status::OK()}, page.data())
-                  .Is(Status::Code::kCorruption));
+  EXPECT_TRUE(
+      CheckPageReply(Item(4), {Item(5), Status::OK()}, page.data()).Is(Status::Code::kCorruption));
   EXPECT_TRUE(CheckPageReply(Item(4, 1), {Item(4, 0), Status::OK()}, page.data())
                   .Is(Status::Code::kCorruption));
   EXPECT_TRUE(CheckPageReply(Item(4, 0, 0), {Item(4, 0, 8192), Status::OK()}, page.data())
@@ -108,8 +109,8 @@ TEST(CheckPageReply, RefusesAnotherPageStaleEpochOrPlace) {
   // The reply names the right page but the bytes are another page's (a reply matched to
   // the wrong request, a prefetch gone wrong): refused, never used.
   auto other = Page(5);
-  EXPECT_TRUE(CheckPageReply(Item(4), {Item(4), Status::OK()}, other.data())
-                  .Is(Status::Code::kCorruption));
+  EXPECT_TRUE(
+      CheckPageReply(Item(4), {Item(4), Status::OK()}, other.data()).Is(Status::Code::kCorruption));
   auto other_part = Page(4, 8, 3);
   EXPECT_TRUE(CheckPageReply(Item(4), {Item(4), Status::OK()}, other_part.data())
                   .Is(Status::Code::kCorruption));
@@ -194,7 +195,8 @@ TEST_F(PageFileTest, DataLargerThanTheMemoryBudgetIsServed) {
   }
   // Snapshot reads of the overwritten keys find the older version on disk too.
   for (int i = 0; i < kKeys; i += 10) {
-    auto r = Get("k" + std::to_string(i), Ts(10 + static_cast<uint64_t>(i)), protocol::kGetSnapshot);
+    auto r =
+        Get("k" + std::to_string(i), Ts(10 + static_cast<uint64_t>(i)), protocol::kGetSnapshot);
     ASSERT_EQ(r.status, protocol::ItemStatus::kOk) << i;
     ASSERT_EQ(r.value, value(i, 0)) << i;
   }

@@ -38,8 +38,8 @@ struct PageRef {
 
 struct PageReaderOptions {
   int connections_per_node = 2;
-  int batch_pages = 16;        // pages per READ_PAGES request
-  int batches_in_flight = 4;   // per connection
+  int batch_pages = 16;       // pages per READ_PAGES request
+  int batches_in_flight = 4;  // per connection
   // Ask servers to read pages from their page files where they are there (benchmarks of
   // the disk path); otherwise resident pages are copied from memory.
   bool prefer_disk = false;

@@ -34,11 +34,10 @@ Status CheckPageReply(const PageReadItem& asked, const PageReadResult& got, cons
     return Status::Corruption(
         "READ_PAGES reply names page " + std::to_string(g.page.page_no) + " of " +
         g.page.part.ToString() + " (epoch " + std::to_string(g.page.epoch) + ", " +
-        std::to_string(g.length) + " bytes at " + std::to_string(g.dest_offset) +
-        ") where page " + std::to_string(asked.page.page_no) + " of " +
-        asked.page.part.ToString() + " (epoch " + std::to_string(asked.page.epoch) + ", " +
-        std::to_string(asked.length) + " bytes at " + std::to_string(asked.dest_offset) +
-        ") was asked for");
+        std::to_string(g.length) + " bytes at " + std::to_string(g.dest_offset) + ") where page " +
+        std::to_string(asked.page.page_no) + " of " + asked.page.part.ToString() + " (epoch " +
+        std::to_string(asked.page.epoch) + ", " + std::to_string(asked.length) + " bytes at " +
+        std::to_string(asked.dest_offset) + ") was asked for");
   }
   if (!got.status.ok() || data == nullptr) return Status::OK();
   uint32_t magic = 0;
@@ -117,7 +116,9 @@ void PageReader::Impl::Sleep() {
 
 PageReader::PageReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 PageReader::~PageReader() = default;
-PageReaderStats PageReader::stats() const { return impl_->stats; }
+PageReaderStats PageReader::stats() const {
+  return impl_->stats;
+}
 
 Status PageReader::Open(Client* client, const PageReaderOptions& options,
                         std::unique_ptr<PageReader>* out) {
@@ -141,8 +142,8 @@ Status PageReader::Open(Client* client, const PageReaderOptions& options,
   std::vector<iovec> iov(slots);
   for (size_t i = 0; i < slots; i++) {
     uint8_t* buf = nullptr;
-    RAMP_RETURN_IF_ERROR(impl->client->memory->Allocate(impl->slot_bytes,
-                                                        transport::kAccessReadWrite, &buf));
+    RAMP_RETURN_IF_ERROR(
+        impl->client->memory->Allocate(impl->slot_bytes, transport::kAccessReadWrite, &buf));
     impl->slot_bufs.push_back(buf);
     iov[i] = {buf, impl->slot_bytes};
     impl->free_slots.push_back(static_cast<int>(i));
@@ -238,8 +239,8 @@ Status PageReader::Impl::Progress(Conn* c, bool* did, const Sink* sink, bool dis
     protocol::Header h;
     Status st = protocol::DecodeHeader(bytes, &h);
     auto it = st.ok() ? in_flight.find(h.request_id) : in_flight.end();
-    if (st.ok() && (it == in_flight.end() || h.base_op() != protocol::Op::kReadPages ||
-                    !h.is_reply())) {
+    if (st.ok() &&
+        (it == in_flight.end() || h.base_op() != protocol::Op::kReadPages || !h.is_reply())) {
       st = Status::Corruption("page reader: reply " + std::to_string(h.request_id) +
                               " matches no READ_PAGES request in flight");
     }
@@ -282,8 +283,8 @@ Status PageReader::Impl::Progress(Conn* c, bool* did, const Sink* sink, bool dis
     if (!st.ok()) result = st.Annotate(client->NodeName(c->node));
   }
   if (result.ok() && c->conn->closed()) {
-    result = Status::Unavailable(client->NodeName(c->node) + " went away: " +
-                                 c->conn->close_status().message());
+    result = Status::Unavailable(client->NodeName(c->node) +
+                                 " went away: " + c->conn->close_status().message());
   }
   return result;
 }
@@ -364,7 +365,8 @@ Status PageReader::Read(std::span<const PageRef> pages, const Sink& sink) {
         b.slot = im.free_slots.back();
         im.free_slots.pop_back();
         uint64_t off = static_cast<uint64_t>(b.slot) * im.slot_bytes;
-        while (!queue[node].empty() && b.items.size() < static_cast<size_t>(im.options.batch_pages)) {
+        while (!queue[node].empty() &&
+               b.items.size() < static_cast<size_t>(im.options.batch_pages)) {
           const size_t i = queue[node].front();
           queue[node].pop_front();
           queued--;

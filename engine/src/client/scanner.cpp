@@ -71,8 +71,12 @@ struct Scanner::State {
 
 Scanner::Scanner(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Scanner::~Scanner() = default;
-Timestamp Scanner::snapshot() const { return state_->snapshot; }
-ScanStats Scanner::stats() const { return state_->stats; }
+Timestamp Scanner::snapshot() const {
+  return state_->snapshot;
+}
+ScanStats Scanner::stats() const {
+  return state_->stats;
+}
 
 Status Scanner::State::OpenAt(std::span<const size_t> which, bool wait_pending) {
   Client::Impl& c = *client->impl();
@@ -194,51 +198,52 @@ Status Scanner::State::LoadPartition(size_t index) {
       if (on_page) on_page(part, p);
     }
     bool retired = false;
-    Status st = reader->Read(refs, [&](size_t, const Status& ps, const uint8_t* data,
-                                       uint32_t len) -> Status {
-      if (ps.Is(Status::Code::kNotFound)) {
-        retired = true;  // compacted away: its live records are past the page count now
-        return Status::OK();
-      }
-      if (!ps.ok()) return ps;
-      stats.pages++;
-      stats.bytes += len;
-      record::PageHeader h;
-      // A page without a header continues a multi-page record, handled at its head page.
-      if (!record::ReadPageHeader(data, len, &h).ok()) return Status::OK();
-      if (h.run_pages > 1) {
-        // One record larger than a page: its key is in the first page, the rest is not
-        // reassembled here; the key is read by snapshot GET instead.
-        const record::RecordView v = record::PeekRecord(data + record::kPageHeaderBytes);
-        if (v.kind == record::kKindVersion && record::kRecordHeaderBytes + v.key.size() <= len) {
-          undecidable.insert(std::string(v.key));
-        }
-        return Status::OK();
-      }
-      const uint32_t used = std::min<uint32_t>(h.used, len);
-      for (uint32_t off = record::kPageHeaderBytes; off < used;) {
-        record::RecordView v;
-        // A record that fails its checksum is being written at the head of the log (the
-        // page was copied meanwhile): it and what follows are newer than the page count.
-        if (!record::DecodeRecord(data + off, used - off, &v).ok()) break;
-        off += v.total_len;
-        if (v.kind != record::kKindVersion || v.keyspace != part.keyspace ||
-            v.bucket != part.bucket) {
-          continue;
-        }
-        Newest& n = newest[std::string(v.key)];
-        if (v.ts > snapshot) {
-          n.above = true;
-        } else if (v.ts > n.ts || (v.ts == n.ts && v.valid())) {
-          // The same version twice (relocated by compaction): the valid copy counts.
-          n.ts = v.ts;
-          n.valid = v.valid();
-          n.tombstone = v.tombstone();
-          n.value.assign(v.tombstone() ? std::string_view() : v.value);
-        }
-      }
-      return Status::OK();
-    });
+    Status st = reader->Read(
+        refs, [&](size_t, const Status& ps, const uint8_t* data, uint32_t len) -> Status {
+          if (ps.Is(Status::Code::kNotFound)) {
+            retired = true;  // compacted away: its live records are past the page count now
+            return Status::OK();
+          }
+          if (!ps.ok()) return ps;
+          stats.pages++;
+          stats.bytes += len;
+          record::PageHeader h;
+          // A page without a header continues a multi-page record, handled at its head page.
+          if (!record::ReadPageHeader(data, len, &h).ok()) return Status::OK();
+          if (h.run_pages > 1) {
+            // One record larger than a page: its key is in the first page, the rest is not
+            // reassembled here; the key is read by snapshot GET instead.
+            const record::RecordView v = record::PeekRecord(data + record::kPageHeaderBytes);
+            if (v.kind == record::kKindVersion &&
+                record::kRecordHeaderBytes + v.key.size() <= len) {
+              undecidable.insert(std::string(v.key));
+            }
+            return Status::OK();
+          }
+          const uint32_t used = std::min<uint32_t>(h.used, len);
+          for (uint32_t off = record::kPageHeaderBytes; off < used;) {
+            record::RecordView v;
+            // A record that fails its checksum is being written at the head of the log (the
+            // page was copied meanwhile): it and what follows are newer than the page count.
+            if (!record::DecodeRecord(data + off, used - off, &v).ok()) break;
+            off += v.total_len;
+            if (v.kind != record::kKindVersion || v.keyspace != part.keyspace ||
+                v.bucket != part.bucket) {
+              continue;
+            }
+            Newest& n = newest[std::string(v.key)];
+            if (v.ts > snapshot) {
+              n.above = true;
+            } else if (v.ts > n.ts || (v.ts == n.ts && v.valid())) {
+              // The same version twice (relocated by compaction): the valid copy counts.
+              n.ts = v.ts;
+              n.valid = v.valid();
+              n.tombstone = v.tombstone();
+              n.value.assign(v.tombstone() ? std::string_view() : v.value);
+            }
+          }
+          return Status::OK();
+        });
     RAMP_RETURN_IF_ERROR(st.Annotate("scan of " + part.ToString()));
     if (!retired) break;
     if (round >= kMaxTailRounds) {

@@ -25,8 +25,8 @@ struct OneSidedReply {
   };
   transport::RemoteRegion dest;
   std::vector<Write> writes;
-  std::string reply;          // sent when every write completed
-  protocol::Header request;   // for an error reply when a write fails
+  std::string reply;         // sent when every write completed
+  protocol::Header request;  // for an error reply when a write fails
   // Gives the staging memory back; runs when the last reference goes (writes completed, or
   // the connection was dropped with them outstanding).
   std::function<void()> release;

@@ -106,8 +106,8 @@ Status PageService::Init() {
   const size_t per = options_.max_batch_bytes;
   const int n = std::max(1, options_.staging_buffers);
   uint8_t* base = nullptr;
-  RAMP_RETURN_IF_ERROR(memory_->Allocate(per * static_cast<size_t>(n), transport::kAccessRead,
-                                         &base));
+  RAMP_RETURN_IF_ERROR(
+      memory_->Allocate(per * static_cast<size_t>(n), transport::kAccessRead, &base));
   for (int i = 0; i < n; i++) staging_->free.push_back(base + per * static_cast<size_t>(i));
   if (!options_.per_request_threads) {
     for (int i = 0; i < options_.io_workers; i++) threads_.emplace_back([this, i] { Run(i); });
@@ -120,7 +120,9 @@ Status PageService::Init() {
   return Status::OK();
 }
 
-PageService::~PageService() { Stop(); }
+PageService::~PageService() {
+  Stop();
+}
 
 void PageService::Stop() {
   {
@@ -210,8 +212,8 @@ void PageService::Run(int index) {
                 std::strerror(-rc));
     }
   }
-  if (index == 0 && ring.ok) RAMP_INFO("page I/O: io_uring with %u entries per I/O worker",
-                                       ring.depth);
+  if (index == 0 && ring.ok)
+    RAMP_INFO("page I/O: io_uring with %u entries per I/O worker", ring.depth);
   // Batches overlap: a worker takes the next batch while the reads of earlier ones are in
   // the ring, so the disk sees up to `depth` reads of this worker at once.
   for (;;) {
@@ -261,7 +263,8 @@ Status CheckPageHeader(const uint8_t* data, const protocol::PageAddress& want) {
       h.keyspace != want.part.keyspace || h.bucket != want.part.bucket ||
       h.page_no != want.page_no) {
     return Status::Corruption("page " + std::to_string(want.page_no) + " of partition " +
-                              want.part.ToString() + " read from disk has the header of another page");
+                              want.part.ToString() +
+                              " read from disk has the header of another page");
   }
   return Status::OK();
 }
@@ -320,14 +323,15 @@ bool PageService::Start(Job& job, Ring* ring, bool wait) {
     // until migration raises both.
     if (st.ok() && all_disk && (prefer_disk || !all_resident)) {
       DiskRead* prev = reads.empty() ? nullptr : reads.back();
-      if (prev != nullptr && prev->fd == first.fd && prev->offset + prev->len == first.file_offset &&
+      if (prev != nullptr && prev->fd == first.fd &&
+          prev->offset + prev->len == first.file_offset &&
           prev->dst + prev->len == buf + a->at[i] && prev->len + it.length <= kMaxCoalescedBytes &&
           prev->len % record::kPageBytes == 0) {
         prev->items.push_back(i);
         prev->len += it.length;
       } else {
-        reads.push_back(new DiskRead{a.get(), {i}, first.fd, first.file_offset, buf + a->at[i],
-                                     it.length});
+        reads.push_back(
+            new DiskRead{a.get(), {i}, first.fd, first.file_offset, buf + a->at[i], it.length});
       }
     } else if (st.ok() && all_resident) {
       uint32_t left = it.length;
@@ -370,17 +374,19 @@ void PageService::Complete(DiskRead* d, int res) {
   uint32_t at = 0;
   for (size_t i : d->items) {
     const PageReadItem& it = items[i];
-    int r = res < 0 ? res : static_cast<int>(std::min<int64_t>(it.length, std::max<int64_t>(0, int64_t{res} - at)));
+    int r = res < 0 ? res
+                    : static_cast<int>(
+                          std::min<int64_t>(it.length, std::max<int64_t>(0, int64_t{res} - at)));
     InjectFault(it.page.page_no, it.length, &r);
     if (r < 0) {
-      a.status[i] = Status::IOError("reading page " + std::to_string(it.page.page_no) +
-                                    " of partition " + it.page.part.ToString() + ": " +
-                                    std::strerror(-r));
+      a.status[i] =
+          Status::IOError("reading page " + std::to_string(it.page.page_no) + " of partition " +
+                          it.page.part.ToString() + ": " + std::strerror(-r));
     } else if (static_cast<uint32_t>(r) != it.length) {
-      a.status[i] = Status::IOError("short read of page " + std::to_string(it.page.page_no) +
-                                    " of partition " + it.page.part.ToString() + ": " +
-                                    std::to_string(r) + " of " + std::to_string(it.length) +
-                                    " bytes");
+      a.status[i] =
+          Status::IOError("short read of page " + std::to_string(it.page.page_no) +
+                          " of partition " + it.page.part.ToString() + ": " + std::to_string(r) +
+                          " of " + std::to_string(it.length) + " bytes");
     } else {
       a.status[i] = CheckPageHeader(d->dst + at, it.page);
     }
@@ -442,7 +448,8 @@ void PageService::Finish(Active& a) {
   for (size_t i = 0; i < items.size(); i++) {
     reply.results[i].item = items[i];
     reply.results[i].status = a.status[i];
-    if (a.status[i].ok()) out->writes.push_back({buf + a.at[i], items[i].dest_offset, items[i].length});
+    if (a.status[i].ok())
+      out->writes.push_back({buf + a.at[i], items[i].dest_offset, items[i].length});
   }
   protocol::EncodeHeader(
       protocol::ReplyTo(a.job.request, a.job.clock, static_cast<uint32_t>(items.size())),

@@ -36,8 +36,8 @@ struct PageServiceOptions {
   unsigned queue_depth = 128;  // io_uring entries per I/O thread
   size_t max_batch_pages = 256;
   size_t max_batch_bytes = size_t{1} << 20;
-  int staging_buffers = 16;    // batches being read or written back at once
-  bool use_io_uring = true;    // false: the pread fallback (tests, comparison)
+  int staging_buffers = 16;  // batches being read or written back at once
+  bool use_io_uring = true;  // false: the pread fallback (tests, comparison)
   // Debug fault injection into disk reads (tests): "eio:<page>" fails the read of that page
   // number with EIO, "short:<page>" makes it return half the bytes. Empty: none.
   std::string debug_fault;
@@ -100,7 +100,7 @@ class PageService {
   std::shared_ptr<Staging> staging_;
 
   std::mutex mu_;
-  std::condition_variable cv_;          // jobs queued
+  std::condition_variable cv_;  // jobs queued
   std::deque<Job> queue_;
   bool stop_ = false;
   std::vector<std::thread> threads_;

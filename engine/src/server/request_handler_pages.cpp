@@ -27,9 +27,9 @@ Status RequestHandler::OnReadPages(Session& s, const protocol::Header& h, std::s
       job.pre[i] = Status::Moved("partition " + a.part.ToString() + " is served by node " +
                                  std::to_string(hint));
     } else if (epoch != a.epoch) {
-      job.pre[i] = Status::Moved("stale epoch " + std::to_string(a.epoch) + " for partition " +
-                                 a.part.ToString() + ", which is at epoch " +
-                                 std::to_string(epoch));
+      job.pre[i] =
+          Status::Moved("stale epoch " + std::to_string(a.epoch) + " for partition " +
+                        a.part.ToString() + ", which is at epoch " + std::to_string(epoch));
     }
   }
   job.session = s.id;
@@ -54,10 +54,10 @@ Status RequestHandler::OnScanOpen(const protocol::Header& h, std::string_view bo
     uint32_t hint = 0;
     uint64_t epoch = 0;
     if (!ctx_->directory->Owns(p, &hint, &epoch)) {
-      ErrorReply(h,
-                 Status::Moved("partition " + p.ToString() + " is served by node " +
-                               std::to_string(hint)),
-                 reply);
+      ErrorReply(
+          h,
+          Status::Moved("partition " + p.ToString() + " is served by node " + std::to_string(hint)),
+          reply);
       return Status::OK();
     }
     // PREPAREs at or below the snapshot are refused from now on; those already prepared
@@ -71,8 +71,8 @@ Status RequestHandler::OnScanOpen(const protocol::Header& h, std::string_view bo
     out.page_count = ctx_->store->PageCount(p);
     r.partitions.push_back(out);
   }
-  protocol::EncodeHeader(
-      protocol::ReplyTo(h, Clock(), static_cast<uint32_t>(r.partitions.size())), reply);
+  protocol::EncodeHeader(protocol::ReplyTo(h, Clock(), static_cast<uint32_t>(r.partitions.size())),
+                         reply);
   protocol::Encode(r, reply);
   return Status::OK();
 }

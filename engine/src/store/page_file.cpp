@@ -42,8 +42,8 @@ void PageFile::Write(uint32_t page_no, uint32_t run, const uint8_t* data) {
   const size_t len = size_t{run} * record::kPageBytes;
   size_t done = 0;
   while (done < len) {
-    const ssize_t n = pwrite(fd_, data + done, len - done,
-                             static_cast<off_t>(OffsetOf(page_no) + done));
+    const ssize_t n =
+        pwrite(fd_, data + done, len - done, static_cast<off_t>(OffsetOf(page_no) + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       RAMP_ERROR("%s: cannot write page %u: %s", path_.c_str(), page_no,
@@ -62,7 +62,9 @@ Status PageFile::Rewrite(uint32_t page_no, const uint8_t* data) {
     const ssize_t n = pwrite(fd_, data + done, record::kPageBytes - done,
                              static_cast<off_t>(OffsetOf(page_no) + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Status::FromErrno(path_ + ": rewriting page " + std::to_string(page_no), n < 0 ? errno : EIO);
+    if (n <= 0)
+      return Status::FromErrno(path_ + ": rewriting page " + std::to_string(page_no),
+                               n < 0 ? errno : EIO);
     done += static_cast<size_t>(n);
   }
   return Status::OK();

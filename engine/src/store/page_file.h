@@ -53,8 +53,8 @@ class PageFile {
   void Unlink();
 
  private:
-  PageFile(std::string path, int fd, int direct_fd) : path_(std::move(path)), fd_(fd),
-                                                       direct_fd_(direct_fd) {}
+  PageFile(std::string path, int fd, int direct_fd)
+      : path_(std::move(path)), fd_(fd), direct_fd_(direct_fd) {}
   std::string path_;
   int fd_ = -1;
   int direct_fd_ = -1;

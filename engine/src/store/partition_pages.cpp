@@ -13,15 +13,14 @@ Status Partition::LocatePage(uint32_t page_no, Store::PageLocation* out) const {
   if (dropped_) return Status::NotFound("partition " + id_.ToString() + " was dropped");
   if (page_no >= log_.next_page()) {
     return Status::NotFound("page " + std::to_string(page_no) + " is outside partition " +
-                            id_.ToString() + " (" + std::to_string(log_.next_page()) +
-                            " pages)");
+                            id_.ToString() + " (" + std::to_string(log_.next_page()) + " pages)");
   }
   // A page compacted away is gone, although the page file still holds its bytes: the file
   // copy keeps the valid bits the page had when it was written, and readers of pages trust
   // valid bits (the memory copy's, or an evicted page's, which was rewritten at eviction).
   if (!log_.Mapped(page_no)) {
-    return Status::NotFound("page " + std::to_string(page_no) + " of partition " +
-                            id_.ToString() + " was retired by compaction");
+    return Status::NotFound("page " + std::to_string(page_no) + " of partition " + id_.ToString() +
+                            " was retired by compaction");
   }
   out->frame = log_.ResidentPage(page_no);
   if (out->frame != nullptr) {
@@ -38,8 +37,8 @@ Status Partition::LocatePage(uint32_t page_no, Store::PageLocation* out) const {
     out->direct = page_file_->direct();
   }
   if (out->frame == nullptr && out->fd < 0) {
-    return Status::Internal("page " + std::to_string(page_no) + " of partition " +
-                            id_.ToString() + " is neither in memory nor in the page file");
+    return Status::Internal("page " + std::to_string(page_no) + " of partition " + id_.ToString() +
+                            " is neither in memory nor in the page file");
   }
   return Status::OK();
 }
