@@ -61,10 +61,11 @@ int Fail(const ramp::Status& s) {
 
 int main(int argc, char** argv) {
   using namespace ramp;
-  tools::Flags flags({"listen", "cluster", "node", "token-file", "data", "workers", "memory-mb",
-                      "ring-kb", "gc-grace-ms", "max-connections", "max-value-kb", "log-level",
-                      "config", "page-dir", "memory-budget-mb", "io-workers", "page-io", "debug-page-fault"},
-                     {"help", "page-direct-io", "no-io-uring"});
+  tools::Flags flags(
+      {"listen", "cluster", "node", "token-file", "data", "workers", "memory-mb", "ring-kb",
+       "gc-grace-ms", "max-connections", "max-value-kb", "log-level", "config", "page-dir",
+       "memory-budget-mb", "io-workers", "page-io", "debug-page-fault"},
+      {"help", "page-direct-io", "no-io-uring"});
   Status st = flags.Parse(argc, argv);
   if (!st.ok()) return Fail(st);
   if (flags.Has("help")) {
@@ -118,11 +119,13 @@ int main(int argc, char** argv) {
     // Evicted pages are read back into fresh frames before the next eviction pass: the
     // arena keeps the other half as headroom for that.
     if (!(st = flags.GetInt("memory-budget-mb", 0, 1, static_cast<int64_t>(o.memory_bytes >> 21),
-                            &v)).ok()) {
+                            &v))
+             .ok()) {
       return Fail(st.Annotate("--memory-budget-mb is at most half of --memory-mb"));
     }
     if (o.page_dir.empty()) {
-      return Fail(Status::InvalidArgument("--memory-budget-mb needs page files (--data or --page-dir)"));
+      return Fail(
+          Status::InvalidArgument("--memory-budget-mb needs page files (--data or --page-dir)"));
     }
     o.memory_budget_bytes = static_cast<size_t>(v) << 20;
   }

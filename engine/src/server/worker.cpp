@@ -225,11 +225,11 @@ bool Worker::PumpWrites() {
     }
     while (keep->posted < keep->writes.size()) {
       const OneSidedReply::Write& w = keep->writes[keep->posted];
-      Status st = conn->PostWrite(w.local, keep->dest, w.offset, w.len,
-                                  [keep, finish](const Status& done) {
-                                    if (!done.ok() && keep->failed.ok()) keep->failed = done;
-                                    if (++keep->completed == keep->writes.size()) finish();
-                                  });
+      Status st =
+          conn->PostWrite(w.local, keep->dest, w.offset, w.len, [keep, finish](const Status& done) {
+            if (!done.ok() && keep->failed.ok()) keep->failed = done;
+            if (++keep->completed == keep->writes.size()) finish();
+          });
       if (st.Is(Status::Code::kBusy)) break;  // the rest after completions
       did = true;
       keep->posted++;

@@ -31,10 +31,13 @@ Partition::Partition(const PartitionId& id, Arena* arena, const StoreOptions& op
   if (!options.page_dir.empty()) {
     Status st = PageFile::Create(options.page_dir, id, options.page_direct_io, &page_file_);
     // Without its page file the partition still works: every page is served from memory.
-    if (!st.ok()) RAMP_ERROR("partition %s: no page file: %s", id.ToString().c_str(),
-                             st.ToString().c_str());
+    if (!st.ok()) {
+      RAMP_ERROR("partition %s: no page file: %s", id.ToString().c_str(), st.ToString().c_str());
+    }
     log_.set_page_file(page_file_.get());
-    if (page_file_ != nullptr) log_.set_memory_budget(options.memory_budget_bytes / record::kPageBytes);
+    if (page_file_ != nullptr) {
+      log_.set_memory_budget(options.memory_budget_bytes / record::kPageBytes);
+    }
   }
 }
 

@@ -93,8 +93,9 @@ uint8_t* PartitionLog::PageIn(uint32_t page_no) const {
   if (st.ok()) {
     st = page_file_->ReadPage(page_no, arena_->frame_data(frame));
     record::PageHeader h;
-    if (st.ok() && (!record::ReadPageHeader(arena_->frame_data(frame), record::kPageBytes, &h).ok() ||
-                    h.page_no != page_no || h.keyspace != id_.keyspace || h.bucket != id_.bucket)) {
+    if (st.ok() &&
+        (!record::ReadPageHeader(arena_->frame_data(frame), record::kPageBytes, &h).ok() ||
+         h.page_no != page_no || h.keyspace != id_.keyspace || h.bucket != id_.bucket)) {
       st = Status::Corruption(page_file_->path() + ": page " + std::to_string(page_no) +
                               " read back is not that page");
     }
@@ -192,7 +193,8 @@ uint64_t PartitionLog::RetireSegment(uint32_t segment) {
   auto it = FindSegment(segment);
   if (it == segments_.end()) return 0;
   // Evicted pages have no memory to clear; their file copies are history.
-  ForEachRecord(segment, [](Loc, uint8_t* rec) { SetValidBit(rec, false); }, true);
+  ForEachRecord(
+      segment, [](Loc, uint8_t* rec) { SetValidBit(rec, false); }, true);
   RetireFrames(*it);
   const uint64_t pages = it->frames.size();
   pages_ -= pages;
@@ -209,8 +211,7 @@ void PartitionLog::RetireFrames(const Segment& s) {
   // Consecutive frames go back as one extent; evicted pages have none.
   size_t start = 0;
   for (size_t i = 1; i <= s.frames.size(); ++i) {
-    if (i == s.frames.size() || s.frames[i] != s.frames[i - 1] + 1 ||
-        s.frames[i - 1] == kEvicted) {
+    if (i == s.frames.size() || s.frames[i] != s.frames[i - 1] + 1 || s.frames[i - 1] == kEvicted) {
       if (s.frames[start] != kEvicted) {
         arena_->Retire(s.frames[start], static_cast<uint32_t>(i - start));
       }

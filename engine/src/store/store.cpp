@@ -197,8 +197,7 @@ std::vector<Timestamp> Store::RaiseWatermark(const PartitionId& partition, const
   return impl_->FindOrCreate(partition)->RaiseWatermark(ts);
 }
 
-Status Store::LocatePage(const PartitionId& partition, uint32_t page_no,
-                         PageLocation* out) const {
+Status Store::LocatePage(const PartitionId& partition, uint32_t page_no, PageLocation* out) const {
   std::shared_ptr<Partition> p = impl_->Find(partition);
   if (p == nullptr) {
     *out = PageLocation();
