@@ -123,8 +123,10 @@ PageReaderStats PageReader::stats() const {
 Status PageReader::Open(Client* client, const PageReaderOptions& options,
                         std::unique_ptr<PageReader>* out) {
   if (options.connections_per_node < 1 || options.batch_pages < 1 ||
-      options.batches_in_flight < 1) {
-    return Status::InvalidArgument("PageReader: connections, batch size and depth must be >= 1");
+      options.batches_in_flight < 1 || options.batches_in_flight > 32) {
+    return Status::InvalidArgument(
+        "PageReader: connections, batch size and depth must be >= 1, depth at most 32 (the "
+        "servers' limit of batches in flight per connection)");
   }
   auto impl = std::make_unique<Impl>();
   impl->client = client->impl();

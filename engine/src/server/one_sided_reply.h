@@ -5,6 +5,7 @@
 // there, so it must never overtake them. A failed write turns the reply into an error.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -30,6 +31,7 @@ struct OneSidedReply {
   // Gives the staging memory back; runs when the last reference goes (writes completed, or
   // the connection was dropped with them outstanding).
   std::function<void()> release;
+  std::shared_ptr<std::atomic<int>> in_flight;  // the session's batch count, decremented
 
   // Worker-thread progress.
   size_t posted = 0;
@@ -38,6 +40,7 @@ struct OneSidedReply {
 
   ~OneSidedReply() {
     if (release) release();
+    if (in_flight) in_flight->fetch_sub(1, std::memory_order_relaxed);
   }
 };
 

@@ -442,6 +442,7 @@ void PageService::Finish(Active& a) {
   std::shared_ptr<Staging> staging = staging_;
   uint8_t* buf = a.buf;
   out->release = [staging, buf] { staging->Give(buf); };
+  out->in_flight = std::move(a.job.in_flight);
   a.buf = nullptr;  // done: Reap drops it
   protocol::ReadPagesReply reply;
   reply.results.resize(items.size());

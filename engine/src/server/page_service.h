@@ -35,8 +35,11 @@ struct PageServiceOptions {
   bool per_request_threads = false;
   unsigned queue_depth = 128;  // io_uring entries per I/O thread
   size_t max_batch_pages = 256;
-  size_t max_batch_bytes = size_t{1} << 20;
-  int staging_buffers = 16;  // batches being read or written back at once
+  size_t max_batch_bytes = size_t{512} << 10;
+  int staging_buffers = 64;  // batches being read or written back at once
+  // Batches one connection may have in flight: a peer that stops taking its pages (a tcp
+  // client that never polls) holds this many staging buffers at most.
+  int max_batches_per_connection = 32;
   bool use_io_uring = true;  // false: the pread fallback (tests, comparison)
   // Debug fault injection into disk reads (tests): "eio:<page>" fails the read of that page
   // number with EIO, "short:<page>" makes it return half the bytes. Empty: none.
@@ -64,6 +67,7 @@ class PageService {
     protocol::ReadPagesRequest req;
     std::vector<Status> pre;  // per item: errors found by the handler (moved, stale epoch)
     std::shared_ptr<const PostWritesFn> post;
+    std::shared_ptr<std::atomic<int>> in_flight;  // the session's count, taken by Submit's caller
   };
   // Queues a validated batch (thread-safe). The reply goes through job.post.
   void Submit(Job job);

@@ -32,6 +32,16 @@ Status RequestHandler::OnReadPages(Session& s, const protocol::Header& h, std::s
                         a.part.ToString() + ", which is at epoch " + std::to_string(epoch));
     }
   }
+  const int limit = ctx_->pages->options().max_batches_per_connection;
+  if (s.page_batches->fetch_add(1, std::memory_order_relaxed) >= limit) {
+    s.page_batches->fetch_sub(1, std::memory_order_relaxed);
+    ErrorReply(h,
+               Status::Busy("too many READ_PAGES batches in flight on this connection (limit " +
+                            std::to_string(limit) + "): wait for replies"),
+               reply);
+    return Status::OK();
+  }
+  job.in_flight = s.page_batches;
   job.session = s.id;
   job.request = h;
   job.clock = Clock();
