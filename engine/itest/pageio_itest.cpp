@@ -211,11 +211,12 @@ TEST_P(PageIoTest, BadInputGetsClearPerRequestErrors) {
     // does not poll does not take its pages (the server's writes wait for it), so the
     // batches stay in flight and the ones past the limit are refused.
     uint8_t* buf = nullptr;
-    ASSERT_TRUE(im.memory->Allocate(40 * 8192, transport::kAccessReadWrite, &buf).ok());
+    constexpr uint32_t kBatches = 80;
+    ASSERT_TRUE(im.memory->Allocate(kBatches * 8192, transport::kAccessReadWrite, &buf).ok());
     transport::RemoteRegion region;
-    ASSERT_TRUE(im.memory->Register(buf, 40 * 8192, transport::kAccessWrite, &region).ok());
+    ASSERT_TRUE(im.memory->Register(buf, kBatches * 8192, transport::kAccessWrite, &region).ok());
     std::vector<uint64_t> ids;
-    for (uint32_t i = 0; i < 40; i++) {
+    for (uint32_t i = 0; i < kBatches; i++) {
       protocol::ReadPagesRequest req;
       req.dest = region;
       req.items = {{{part, 0, counts[0].epoch}, 8192, uint64_t{i} * 8192}};
@@ -237,7 +238,10 @@ TEST_P(PageIoTest, BadInputGetsClearPerRequestErrors) {
         EXPECT_TRUE(r.ok()) << r.ToString();
       }
     }
-    EXPECT_EQ(busy, 8);
+    // Sending may let a few writes through (the client reads its socket for ring credits),
+    // so not exactly kBatches - 32; but some must have been refused.
+    EXPECT_GT(busy, 0);
+    EXPECT_LE(busy, static_cast<int>(kBatches) - 32);
     ASSERT_TRUE(im.memory->Free(buf).ok());
   }
   // The connection is still good after refused requests.
@@ -417,7 +421,7 @@ TEST(PageBudgetTest, DataLargerThanServerMemoryIsServed) {
   TestClusterOptions o;
   o.nodes = 1;
   o.data = true;
-  o.memory_mb = 32;  // the whole page memory of the server
+  o.memory_mb = 48;  // the whole page memory of the server
   // Evicted frames are reused after the grace: short, so that loading can go on.
   o.extra_args = {"--memory-budget-mb=8", "--gc-grace-ms=50"};
   std::unique_ptr<TestCluster> cluster;
@@ -425,7 +429,7 @@ TEST(PageBudgetTest, DataLargerThanServerMemoryIsServed) {
   ASSERT_TRUE(st.ok()) << st.ToString();
   auto c = OpenClient(*cluster, Provider::kShm);
   const KeyspaceId ks = 0xB1D6;
-  constexpr int kKeys = 40000;  // about 44 MiB of records: more than the 32 MiB of memory
+  constexpr int kKeys = 52000;  // about 57 MiB of records: more than the 48 MiB of memory
   Load(c.get(), ks, kKeys, 1000);
   if (::testing::Test::HasFatalFailure()) {
     std::cerr << cluster->ReadLog(0);
@@ -452,7 +456,7 @@ TEST(PageBudgetTest, DataLargerThanServerMemoryIsServed) {
   ScanStats stats;
   auto rows = ScanAll(c.get(), ks, &stats);
   EXPECT_EQ(rows.size(), static_cast<size_t>(kKeys));
-  EXPECT_GT(stats.bytes, uint64_t{32} << 20) << "the scan read more than the server's memory";
+  EXPECT_GT(stats.bytes, uint64_t{48} << 20) << "the scan read more than the server's memory";
   auto it = rows.find("k12345");
   ASSERT_NE(it, rows.end());
   EXPECT_EQ(it->second.substr(0, 6), "v12345");

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <string>
 #include <utility>
 
@@ -13,6 +15,8 @@ namespace ramp::store {
 namespace {
 // Pages evicted at most per page opened by an append (spreads the work).
 constexpr uint64_t kEvictPerAppend = 16;
+// How long reading an evicted page back waits for a frame (longer than any GC grace).
+constexpr int kPageInWaitMs = 60000;
 }  // namespace
 
 PartitionLog::PartitionLog(Arena* arena, const PartitionId& id) : arena_(arena), id_(id) {}
@@ -90,6 +94,13 @@ uint8_t* PartitionLog::PageIn(uint32_t page_no) const {
   uint32_t frame = FrameOf(s, page_no);
   if (frame != kEvicted) return arena_->frame_data(frame);  // another reader was first
   Status st = arena_->Allocate(1, Arena::Use::kReserve, &frame);
+  // Busy: frames evicted or retired lately are waiting out the GC grace and will be free
+  // after it. Waiting here holds the partition's shared lock (writers wait too), which is
+  // better than failing a read that the index promises can be served.
+  for (int waited_ms = 0; st.Is(Status::Code::kBusy) && waited_ms < kPageInWaitMs; waited_ms++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    st = arena_->Allocate(1, Arena::Use::kReserve, &frame);
+  }
   if (st.ok()) {
     st = page_file_->ReadPage(page_no, arena_->frame_data(frame));
     record::PageHeader h;
