@@ -287,6 +287,7 @@ double RemoteReads(Client* c, const std::vector<PageRef>& pages, uint32_t size,
   o.batch_pages = shape.batch;
   o.batches_in_flight = shape.inflight;
   o.prefer_disk = disk;
+  o.max_page_bytes = 16384;
   std::unique_ptr<PageReader> r;
   Status st = PageReader::Open(c, o, &r);
   if (!st.ok()) Die("PageReader", st);

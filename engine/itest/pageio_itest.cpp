@@ -111,6 +111,7 @@ TEST_P(PageIoTest, ReadsEveryPageFromMemoryAndFromThePageFiles) {
   ASSERT_GT(refs.size(), 40u);
   PageReaderOptions o;
   o.batch_pages = 4;  // several batches per partition, in flight at once
+  o.max_page_bytes = 16384;
   std::vector<PageResult> mem;
   Status st = ReadAll(c.get(), refs, o, &mem);
   ASSERT_TRUE(st.ok()) << st.ToString();

@@ -39,7 +39,10 @@ struct PageRef {
 struct PageReaderOptions {
   int connections_per_node = 2;
   int batch_pages = 16;       // pages per READ_PAGES request
-  int batches_in_flight = 4;  // per connection
+  int batches_in_flight = 4;  // per connection (at most 32: the servers' limit)
+  // The longest page read asked for (buffers are sized by it): 8192, or 16384 for
+  // two-page reads.
+  uint32_t max_page_bytes = 8192;
   // Ask servers to read pages from their page files where they are there (benchmarks of
   // the disk path); otherwise resident pages are copied from memory.
   bool prefer_disk = false;

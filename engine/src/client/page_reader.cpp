@@ -140,7 +140,12 @@ Status PageReader::Open(Client* client, const PageReaderOptions& options,
   // Discrete buffers, one per batch slot, registered as one handle.
   const size_t slots = nodes * static_cast<size_t>(options.connections_per_node) *
                        static_cast<size_t>(options.batches_in_flight);
-  impl->slot_bytes = static_cast<size_t>(options.batch_pages) * protocol::kMaxPageReadBytes;
+  if (options.max_page_bytes == 0 || options.max_page_bytes > protocol::kMaxPageReadBytes ||
+      options.max_page_bytes % protocol::kPageReadGranule != 0) {
+    return Status::InvalidArgument("PageReader: max_page_bytes must be a multiple of 512 in (0, " +
+                                   std::to_string(protocol::kMaxPageReadBytes) + "]");
+  }
+  impl->slot_bytes = static_cast<size_t>(options.batch_pages) * options.max_page_bytes;
   std::vector<iovec> iov(slots);
   for (size_t i = 0; i < slots; i++) {
     uint8_t* buf = nullptr;
@@ -336,10 +341,11 @@ Status PageReader::Read(std::span<const PageRef> pages, const Sink& sink) {
   RAMP_RETURN_IF_ERROR(cl.ResolveOwners(parts));
   std::vector<std::deque<size_t>> queue(im.conns.size());
   for (size_t i = 0; i < pages.size(); i++) {
-    if (pages[i].length == 0 || pages[i].length > protocol::kMaxPageReadBytes ||
+    if (pages[i].length == 0 || pages[i].length > im.options.max_page_bytes ||
         pages[i].length % protocol::kPageReadGranule != 0) {
       return Status::InvalidArgument("page read length " + std::to_string(pages[i].length) +
-                                     " is not a multiple of 512 in (0, 16384]");
+                                     " is not a multiple of 512 in (0, " +
+                                     std::to_string(im.options.max_page_bytes) + "]");
     }
     queue[cl.OwnerOf(pages[i].part)].push_back(i);
   }
