@@ -8,6 +8,7 @@
 
 #include "common/record.h"
 #include "protocol/messages.h"
+#include "protocol/page_messages.h"
 
 using namespace ramp;
 using namespace ramp::protocol;
@@ -18,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
   const uint32_t count = size > 2 ? data[1] : 0;
   std::string out;
-  switch (selector % 16) {
+  switch (selector % 20) {
     case 0: {
       Header h;
       (void)DecodeHeader(body, &h);
@@ -117,6 +118,35 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 14: {
       record::PageHeader h;
       (void)record::ReadPageHeader(reinterpret_cast<const uint8_t*>(body.data()), body.size(), &h);
+      break;
+    }
+    case 16: {
+      // READ_PAGES request: what decodes re-encodes to something that decodes the same.
+      ReadPagesRequest m;
+      if (Decode(body.substr(body.empty() ? 0 : 1), count, &m).ok()) {
+        Encode(m, &out);
+        ReadPagesRequest again;
+        if (!Decode(out, static_cast<uint32_t>(m.items.size()), &again).ok() ||
+            again.items.size() != m.items.size() || !(again.dest == m.dest)) {
+          __builtin_trap();
+        }
+      }
+      break;
+    }
+    case 17: {
+      ReadPagesReply m;
+      if (Decode(body.substr(body.empty() ? 0 : 1), count, &m).ok()) {
+        Encode(m, &out);
+        ReadPagesReply again;
+        if (!Decode(out, static_cast<uint32_t>(m.results.size()), &again).ok()) __builtin_trap();
+      }
+      break;
+    }
+    case 18: {
+      ScanOpenRequest m;
+      (void)Decode(body.substr(body.empty() ? 0 : 1), count, &m);
+      ScanOpenReply r;
+      (void)Decode(body.substr(body.empty() ? 0 : 1), count, &r);
       break;
     }
     default:

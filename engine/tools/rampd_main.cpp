@@ -32,6 +32,16 @@ Serves pg_ramp partitions: RAMP-Fast transactions, one-sided reads, page I/O.
   --gc-grace-ms N     how long overwritten versions stay readable (default 5000)
   --max-connections N (default 1024)
   --max-value-kb N    largest value accepted (default 32768)
+  --page-dir DIR      page files of remote page I/O (default DATA/pages with --data; none
+                      without: every page is then served from memory)
+  --memory-budget-mb N  pages kept in memory at most (at most half of --memory-mb; needs
+                      page files): complete pages beyond it live only on disk and are read
+                      back when needed, so data sets larger than the budget are served
+  --io-workers N      static I/O worker threads of the page-read service (default 2)
+  --page-io MODE      static (default) or per-request (a thread per batch: benchmark baseline)
+  --page-direct-io    read page files with O_DIRECT (bypass the page cache)
+  --no-io-uring       read page files with pread instead of io_uring
+  --debug-page-fault F  inject disk read faults (tests): eio:<page> or short:<page>
   --log-level LEVEL   debug, info, warning, error (default info)
   --config FILE       read "name = value" settings (the names of these options)
   --help              this text
@@ -51,10 +61,11 @@ int Fail(const ramp::Status& s) {
 
 int main(int argc, char** argv) {
   using namespace ramp;
-  tools::Flags flags({"listen", "cluster", "node", "token-file", "data", "workers", "memory-mb",
-                      "ring-kb", "gc-grace-ms", "max-connections", "max-value-kb", "log-level",
-                      "config"},
-                     {"help"});
+  tools::Flags flags(
+      {"listen", "cluster", "node", "token-file", "data", "workers", "memory-mb", "ring-kb",
+       "gc-grace-ms", "max-connections", "max-value-kb", "log-level", "config", "page-dir",
+       "memory-budget-mb", "io-workers", "page-io", "debug-page-fault"},
+      {"help", "page-direct-io", "no-io-uring"});
   Status st = flags.Parse(argc, argv);
   if (!st.ok()) return Fail(st);
   if (flags.Has("help")) {
@@ -103,6 +114,32 @@ int main(int argc, char** argv) {
   if (!(st = flags.GetInt("max-value-kb", 32768, 1, 1 << 20, &v)).ok()) return Fail(st);
   o.limits.max_value_bytes = static_cast<size_t>(v) << 10;
   o.data_dir = flags.Get("data");
+  o.page_dir = flags.Get("page-dir", o.data_dir.empty() ? "" : o.data_dir + "/pages");
+  if (flags.Has("memory-budget-mb")) {
+    // Evicted pages are read back into fresh frames before the next eviction pass: the
+    // arena keeps the other half as headroom for that.
+    if (!(st = flags.GetInt("memory-budget-mb", 0, 1, static_cast<int64_t>(o.memory_bytes >> 21),
+                            &v))
+             .ok()) {
+      return Fail(st.Annotate("--memory-budget-mb is at most half of --memory-mb"));
+    }
+    if (o.page_dir.empty()) {
+      return Fail(
+          Status::InvalidArgument("--memory-budget-mb needs page files (--data or --page-dir)"));
+    }
+    o.memory_budget_bytes = static_cast<size_t>(v) << 20;
+  }
+  if (!(st = flags.GetInt("io-workers", 2, 1, 256, &v)).ok()) return Fail(st);
+  o.pages.io_workers = static_cast<int>(v);
+  const std::string page_io = flags.Get("page-io", "static");
+  if (page_io != "static" && page_io != "per-request") {
+    return Fail(Status::InvalidArgument("--page-io: expected static or per-request, got '" +
+                                        page_io + "'"));
+  }
+  o.pages.per_request_threads = page_io == "per-request";
+  o.page_direct_io = flags.Has("page-direct-io");
+  o.pages.use_io_uring = !flags.Has("no-io-uring");
+  o.pages.debug_fault = flags.Get("debug-page-fault");
   if (flags.Has("token-file")) {
     st = transport::ReadTokenFile(flags.Get("token-file"), &o.token);
     if (!st.ok()) return Fail(st);
@@ -116,10 +153,10 @@ int main(int argc, char** argv) {
     }
     RAMP_WARN("no --token-file: peers are not authenticated (loopback only)");
   }
-  if (!o.data_dir.empty()) {
+  for (const std::string& dir : {o.data_dir, o.page_dir}) {
     struct stat sb;
-    if (stat(o.data_dir.c_str(), &sb) != 0 && mkdir(o.data_dir.c_str(), 0700) != 0) {
-      return Fail(Status::FromErrno("cannot create data directory " + o.data_dir, errno));
+    if (!dir.empty() && stat(dir.c_str(), &sb) != 0 && mkdir(dir.c_str(), 0700) != 0) {
+      return Fail(Status::FromErrno("cannot create directory " + dir, errno));
     }
   }
 

@@ -113,6 +113,57 @@ struct ClientStats {
 
 class Client;
 
+// ---- partition scans ----------------------------------------------------------------------
+// A scan of a whole keyspace through remote page I/O (ramp/page_reader.h): the pages of
+// each partition are read from their servers and parsed here. Read-atomic: the scan takes a
+// snapshot timestamp when it opens and returns, for every key, the newest version committed
+// at or before it; transactions that commit later are excluded (for every key they wrote),
+// and a transaction at or below the snapshot is seen whole. Streaming with bounded memory:
+// one partition's rows are held at a time. A Scanner must not outlive its Client.
+struct ScanOptions {
+  int connections_per_node = 2;
+  int batch_pages = 32;  // 256 KiB per request: the server reads consecutive pages at once
+  // Per connection. Buffers: servers x connections x batches x batch_pages x 8 KiB
+  // (12 MiB with 3 servers), allocated when the scan opens.
+  int batches_in_flight = 8;
+  // Called with every page the scan asks for, in order (I/O traces for benchmarks).
+  std::function<void(const PartitionId& part, uint32_t page_no)> on_page;
+};
+
+struct ScanRow {
+  std::string key;
+  Timestamp ts;
+  std::string value;
+};
+
+struct ScanStats {
+  uint64_t partitions = 0;
+  uint64_t pages = 0;
+  uint64_t bytes = 0;
+  uint64_t rows = 0;
+  uint64_t repaired = 0;  // keys the pages could not decide, read by snapshot GET
+};
+
+class Scanner {
+ public:
+  ~Scanner();
+  Scanner(const Scanner&) = delete;
+  Scanner& operator=(const Scanner&) = delete;
+
+  // The next row into *row; *done becomes true (and *row is untouched) after the last one.
+  // Rows come partition by partition, in no particular order within a partition.
+  Status Next(ScanRow* row, bool* done);
+  Timestamp snapshot() const;
+  ScanStats stats() const;
+
+  struct State;  // engine/src/client/scanner.cpp
+
+ private:
+  friend class Client;
+  explicit Scanner(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
 // A transaction. Writes are buffered and sent as one RAMP PUT at Commit; reads overlay the
 // buffered writes (read-your-writes). A Transaction must not outlive its Client.
 class Transaction {
@@ -200,6 +251,11 @@ class Client {
   // (EncodeGroupKey; secondary indexes). Every client must agree.
   void DefineKeyspace(KeyspaceId keyspace, uint32_t buckets, bool grouped = false);
   uint32_t BucketsOf(KeyspaceId keyspace) const;
+
+  // Opens a read-atomic scan of every committed row of a keyspace (see Scanner). The scan
+  // raises the keyspace's partitions' watermark to its snapshot: writers with an older
+  // timestamp retry with a newer one (Commit does that by itself).
+  Status OpenScan(KeyspaceId keyspace, const ScanOptions& options, std::unique_ptr<Scanner>* out);
 
   // Removes every partition of a keyspace on every server.
   Status DropKeyspace(KeyspaceId keyspace);

@@ -87,10 +87,10 @@ Status RequestHandler::Handle(Session& session, std::string_view message, std::s
       protocol::EncodeHeader(protocol::ReplyTo(h, ctx_->clock->Now()), reply);
       return Status::OK();
     case Op::kTxnState: return OnTxnState(h, body, reply);
-    case Op::kScanOpen:
+    case Op::kReadPages: return OnReadPages(session, h, body, reply);
+    case Op::kScanOpen: return OnScanOpen(h, body, reply);
     case Op::kScanNext:
     case Op::kScanClose:
-    case Op::kReadPages:
       ErrorReply(h, Status::NotSupported(std::string(protocol::OpName(op)) + " is not served here"),
                  reply);
       return Status::OK();

@@ -6,6 +6,7 @@
 
 #include "protocol/messages.h"
 #include "server/deferred_reply.h"
+#include "server/one_sided_reply.h"
 #include "server/server_context.h"
 #include "server/session.h"
 
@@ -22,6 +23,8 @@ class RequestHandler {
   // malformed body, no HELLO first): the caller closes the connection and logs the reason.
   // Errors of the request itself (limits, conflicts) are error replies, not violations.
   Status Handle(Session& session, std::string_view message, std::string* reply);
+  // Where page replies (one-sided writes, then the reply) go: the owning worker.
+  void set_post_writes(std::shared_ptr<const PostWritesFn> post) { post_writes_ = std::move(post); }
 
  private:
   Status OnHello(Session& s, const protocol::Header& h, std::string_view body, std::string* reply);
@@ -38,6 +41,10 @@ class RequestHandler {
   Status OnPartitions(const protocol::Header& h, std::string* reply);
   Status OnDropKeyspace(const protocol::Header& h, std::string_view body, std::string* reply);
   Status OnTxnState(const protocol::Header& h, std::string_view body, std::string* reply);
+  // Remote page I/O (request_handler_pages.cpp).
+  Status OnReadPages(Session& s, const protocol::Header& h, std::string_view body,
+                     std::string* reply);
+  Status OnScanOpen(const protocol::Header& h, std::string_view body, std::string* reply);
 
   void ErrorReply(const protocol::Header& h, const Status& error, std::string* reply);
   // A reply to the current request that will be sent later (from any thread).
@@ -50,6 +57,7 @@ class RequestHandler {
 
   ServerContext* ctx_;
   std::shared_ptr<const DeferredReply::PostFn> post_;
+  std::shared_ptr<const PostWritesFn> post_writes_;
   // Reused between requests to avoid allocations on the hot path.
   protocol::GetRequest get_;
   protocol::GetReply get_reply_;

@@ -62,6 +62,9 @@ Status Server::Init(const ServerOptions& options) {
   so.memory_bytes = options.memory_bytes;
   so.gc_grace_ms = options.gc_grace_ms;
   so.node = self;
+  so.page_dir = options.page_dir;
+  so.page_direct_io = options.page_direct_io;
+  so.memory_budget_bytes = options.memory_budget_bytes;
   RAMP_RETURN_IF_ERROR(store::Store::Open(so, memory_, &store_));
   directory_ = std::make_unique<Directory>(self, static_cast<uint32_t>(cluster_.nodes.size()));
 
@@ -74,6 +77,8 @@ Status Server::Init(const ServerOptions& options) {
   ctx_.instance = transport::RandomU64() | 1;
   ctx_.started_ms = SteadyMs();
   ctx_.limits = options.limits;
+  RAMP_RETURN_IF_ERROR(PageService::Start(options.pages, store_.get(), memory_, &pages_));
+  ctx_.pages = pages_.get();
 
   for (int i = 0; i < options.workers; i++) {
     auto w = std::make_unique<Worker>(&ctx_, i, options.spin_rounds);
@@ -146,6 +151,7 @@ void Server::Stop() {
   for (auto& l : listeners_) l->Close();
   for (auto& w : workers_) w->Stop();
   workers_.clear();
+  if (pages_) pages_->Stop();
   if (gc_thread_.joinable()) gc_thread_.join();
 }
 

@@ -16,6 +16,7 @@
 #include "server/cluster_config.h"
 #include "server/directory.h"
 #include "server/lock_table.h"
+#include "server/page_service.h"
 #include "server/server_context.h"
 #include "server/worker.h"
 #include "store/store.h"
@@ -35,6 +36,11 @@ struct ServerOptions {
   int gc_interval_ms = 1000;
   int gc_grace_ms = 5000;
   Limits limits;
+  // Remote page I/O: page files (empty: none) and the page-read service.
+  std::string page_dir;
+  bool page_direct_io = false;
+  size_t memory_budget_bytes = 0;  // pages resident at most (0: all of memory_bytes)
+  PageServiceOptions pages;
 };
 
 class Server {
@@ -63,6 +69,7 @@ class Server {
   std::shared_ptr<transport::Memory> memory_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Directory> directory_;
+  std::unique_ptr<PageService> pages_;
   LockTable locks_;
   HybridClock clock_;
   ServerContext ctx_;

@@ -21,8 +21,11 @@ struct Limits {
   size_t max_connections = 1024;
 };
 
+class PageService;
+
 struct ServerContext {
   store::Store* store = nullptr;
+  PageService* pages = nullptr;  // remote page I/O (null: READ_PAGES is refused)
   Directory* directory = nullptr;
   LockTable* locks = nullptr;
   HybridClock* clock = nullptr;

@@ -1,6 +1,7 @@
 // One peer connection as the server sees it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -17,6 +18,9 @@ struct Session {
   uint64_t client_id = 0;
   uint8_t peer_kind = 0;  // 0 = client, 1 = server
   Status violation;       // why the server closed the connection (protocol violation)
+  // READ_PAGES batches of this connection not yet answered (their replies decrement it,
+  // from whichever thread lets go of them last): bounds the staging memory one peer holds.
+  std::shared_ptr<std::atomic<int>> page_batches = std::make_shared<std::atomic<int>>(0);
 };
 
 }  // namespace ramp::server

@@ -28,6 +28,18 @@ std::shared_ptr<const DeferredReply::PostFn> Worker::MakePost(std::shared_ptr<Ma
       });
 }
 
+std::shared_ptr<const PostWritesFn> Worker::MakePostWrites(std::shared_ptr<Mailbox> box) {
+  return std::make_shared<const PostWritesFn>(
+      [box](uint64_t session, std::shared_ptr<OneSidedReply> reply) {
+        std::lock_guard lock(box->mu);
+        if (box->closed) return;
+        box->writebacks.emplace_back(session, std::move(reply));
+        box->ready.store(true, std::memory_order_release);
+        uint64_t one = 1;
+        [[maybe_unused]] ssize_t n = write(box->wake_fd, &one, sizeof(one));
+      });
+}
+
 Worker::Worker(ServerContext* ctx, int index, int spin_rounds)
     : ctx_(ctx),
       index_(index),
@@ -36,6 +48,7 @@ Worker::Worker(ServerContext* ctx, int index, int spin_rounds)
       mailbox_(std::make_shared<Mailbox>()),
       handler_(ctx, MakePost(mailbox_)) {
   mailbox_->wake_fd = wake_fd_;
+  handler_.set_post_writes(MakePostWrites(mailbox_));
 }
 
 Worker::~Worker() {
@@ -155,6 +168,8 @@ bool Worker::SendDeferred() {
   {
     std::lock_guard lock(mailbox_->mu);
     mail_batch_.swap(mailbox_->replies);
+    for (auto& w : mailbox_->writebacks) writebacks_.push_back(std::move(w));
+    mailbox_->writebacks.clear();
     mailbox_->ready.store(false, std::memory_order_relaxed);
   }
   for (auto& [id, reply] : mail_batch_) {
@@ -174,9 +189,68 @@ bool Worker::SendDeferred() {
   return true;
 }
 
+bool Worker::PumpWrites() {
+  bool did = false;
+  for (size_t i = 0; i < writebacks_.size();) {
+    auto& [id, wb] = writebacks_[i];
+    transport::Connection* conn = nullptr;
+    for (auto& s : sessions_) {
+      if (s->id == id) conn = s->conn.get();
+    }
+    if (conn == nullptr || conn->closed()) {
+      // The peer went away: its pages are dropped (the staging buffer goes back with wb).
+      writebacks_[i] = std::move(writebacks_.back());
+      writebacks_.pop_back();
+      did = true;
+      continue;
+    }
+    std::shared_ptr<OneSidedReply> keep = wb;
+    auto finish = [this, conn, keep] {
+      std::string error;
+      const std::string* reply = &keep->reply;
+      if (!keep->failed.ok()) {
+        protocol::EncodeErrorReply(keep->request, ctx_->clock->Peek(),
+                                   keep->failed.Annotate("writing pages to the client"), &error);
+        reply = &error;
+      }
+      Status sent = conn->Send(reply->data(), reply->size());
+      if (!sent.ok()) {
+        RAMP_WARN("cannot reply to %s: %s", conn->peer().c_str(), sent.ToString().c_str());
+        conn->Close();
+      }
+    };
+    if (keep->writes.empty() && keep->posted == 0) {
+      keep->posted = 1;  // nothing to write (every item failed): reply now
+      finish();
+    }
+    while (keep->posted < keep->writes.size()) {
+      const OneSidedReply::Write& w = keep->writes[keep->posted];
+      Status st =
+          conn->PostWrite(w.local, keep->dest, w.offset, w.len, [keep, finish](const Status& done) {
+            if (!done.ok() && keep->failed.ok()) keep->failed = done;
+            if (++keep->completed == keep->writes.size()) finish();
+          });
+      if (st.Is(Status::Code::kBusy)) break;  // the rest after completions
+      did = true;
+      keep->posted++;
+      if (!st.ok()) {
+        if (keep->failed.ok()) keep->failed = st;
+        if (++keep->completed == keep->writes.size()) finish();
+      }
+    }
+    if (keep->posted >= keep->writes.size()) {
+      writebacks_[i] = std::move(writebacks_.back());
+      writebacks_.pop_back();
+      continue;
+    }
+    i++;
+  }
+  return did;
+}
+
 void Worker::Sleep() {
-  // A deferred reply may have arrived since the last look.
-  if (mailbox_->ready.load(std::memory_order_acquire)) return;
+  // A deferred reply may have arrived since the last look; page writes may wait to be posted.
+  if (mailbox_->ready.load(std::memory_order_acquire) || !writebacks_.empty()) return;
   for (auto& s : sessions_) {
     // Arm returns false when something is already waiting: do not sleep then.
     if (!s->conn->Arm()) return;
@@ -196,6 +270,7 @@ void Worker::Run() {
   while (!stop_.load(std::memory_order_relaxed)) {
     TakeNewSessions();
     bool did = SendDeferred();
+    if (PumpWrites()) did = true;
     for (size_t i = 0; i < sessions_.size();) {
       Session& s = *sessions_[i];
       if (Serve(s)) did = true;

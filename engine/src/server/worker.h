@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "server/one_sided_reply.h"
 #include "server/request_handler.h"
 #include "server/server_context.h"
 #include "server/session.h"
@@ -38,9 +39,14 @@ class Worker {
     bool closed = false;
     int wake_fd = -1;
     std::vector<std::pair<uint64_t, std::string>> replies;
+    std::vector<std::pair<uint64_t, std::shared_ptr<OneSidedReply>>> writebacks;
     std::atomic<bool> ready{false};
   };
   static std::shared_ptr<const DeferredReply::PostFn> MakePost(std::shared_ptr<Mailbox> box);
+  static std::shared_ptr<const PostWritesFn> MakePostWrites(std::shared_ptr<Mailbox> box);
+  // Posts the one-sided writes of page replies (as far as the connection admits them); the
+  // reply goes out when the last one completes. True if it did any work.
+  bool PumpWrites();
 
   void Run();
   void TakeNewSessions();
@@ -65,6 +71,7 @@ class Worker {
   std::vector<std::unique_ptr<Session>> sessions_;
   std::atomic<size_t> session_count_{0};
   std::vector<std::pair<uint64_t, std::string>> mail_batch_;
+  std::vector<std::pair<uint64_t, std::shared_ptr<OneSidedReply>>> writebacks_;  // posting
   std::string reply_;
 };
 

@@ -27,7 +27,19 @@ Status SiblingsOf(const PartitionId& self, std::string_view metadata,
 }  // namespace
 
 Partition::Partition(const PartitionId& id, Arena* arena, const StoreOptions& options)
-    : id_(id), options_(options), hotness_(options.now_ms()), log_(arena, id) {}
+    : id_(id), options_(options), hotness_(options.now_ms()), log_(arena, id) {
+  if (!options.page_dir.empty()) {
+    Status st = PageFile::Create(options.page_dir, id, options.page_direct_io, &page_file_);
+    // Without its page file the partition still works: every page is served from memory.
+    if (!st.ok()) {
+      RAMP_ERROR("partition %s: no page file: %s", id.ToString().c_str(), st.ToString().c_str());
+    }
+    log_.set_page_file(page_file_.get());
+    if (page_file_ != nullptr) {
+      log_.set_memory_budget(options.memory_budget_bytes / record::kPageBytes);
+    }
+  }
+}
 
 Status Partition::Prepare(const Timestamp& ts, std::span<const protocol::PrepareItem> items,
                           uint32_t index_base, protocol::PrepareError* err) {

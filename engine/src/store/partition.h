@@ -25,6 +25,7 @@
 #include "store/arena.h"
 #include "store/hotness.h"
 #include "store/key_index.h"
+#include "store/page_file.h"
 #include "store/partition_log.h"
 #include "store/store.h"
 #include "store/txn_table.h"
@@ -58,6 +59,11 @@ class Partition {
                                          std::string_view value, std::string_view metadata)>;
   void Scan(const Timestamp& at, const ScanVisitor& visit) const;
   void GetGroup(std::string_view group, std::vector<protocol::GroupEntryWire>* out) const;
+
+  // Page I/O (partition_pages.cpp): Store::LocatePage for this partition.
+  Status LocatePage(uint32_t page_no, Store::PageLocation* out) const;
+  // Page numbers [0, PageCount()) have been handed out (some may be retired since).
+  uint32_t PageCount() const;
 
   struct GcResult {
     uint64_t collected_versions = 0;
@@ -132,6 +138,7 @@ class Partition {
 
   mutable std::shared_mutex mu_;
   bool dropped_ = false;
+  std::unique_ptr<PageFile> page_file_;  // declared before log_, which writes to it
   PartitionLog log_;
   mutable KeyIndex index_;
   TxnTable txns_;

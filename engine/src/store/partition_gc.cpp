@@ -16,6 +16,8 @@ Partition::GcResult Partition::CollectGarbage(double compaction_ratio) {
     std::unique_lock lock(mu_);
     if (dropped_) return result;
     const uint64_t now_ms = now();
+    // Reads may have brought evicted pages back beyond the budget since the last pass.
+    log_.EnforceBudget(UINT64_MAX);
     result.collected_versions = ExpireVersions(now_ms);
     const auto retention = static_cast<uint64_t>(options_.decided_retention_ms);
     if (now_ms > retention) txns_.ForgetDecidedBefore(now_ms - retention);
@@ -105,6 +107,7 @@ void Partition::Drop() {
   std::unique_lock lock(mu_);
   dropped_ = true;
   log_.RetireAll();
+  if (page_file_ != nullptr) page_file_->Unlink();
   with_versions_.clear();
   index_.Clear();
   txns_.Clear();

@@ -13,7 +13,9 @@
 // that run. Not thread-safe: the partition's lock guards it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include "common/record.h"
@@ -21,6 +23,7 @@
 #include "ramp/status.h"
 #include "ramp/types.h"
 #include "store/arena.h"
+#include "store/page_file.h"
 
 namespace ramp::store {
 
@@ -63,8 +66,9 @@ class PartitionLog {
   // a segment is named by its first page number.
   std::vector<uint32_t> SegmentsBelow(double live_ratio) const;
   // Calls f(loc, record) for every record of a segment, in log order. f may append.
+  // resident_only: pages evicted by the memory budget are skipped instead of read back.
   template <typename F>
-  void ForEachRecord(uint32_t segment, F&& f);
+  void ForEachRecord(uint32_t segment, F&& f, bool resident_only = false);
   // Clears the valid bit of every record in the segment and hands its frames back to the
   // arena (reused after the grace). Its page numbers stay unmapped for good. Returns the
   // number of pages retired.
@@ -72,6 +76,26 @@ class PartitionLog {
   void RetireAll();
 
   uint64_t pages() const { return pages_; }
+  // Page numbers handed out so far: pages are numbered [0, next_page()).
+  uint32_t next_page() const { return next_page_; }
+  // Page I/O (page_file.h): complete pages are copied to the file, if one is set.
+  void set_page_file(PageFile* file) { page_file_ = file; }
+  // The memory of page_no when it is resident (mapped and not evicted), otherwise null.
+  const uint8_t* ResidentPage(uint32_t page_no) const;
+  // The page is part of the log (resident or evicted by the memory budget), not retired.
+  bool Mapped(uint32_t page_no) const { return SegmentOf(page_no) != nullptr; }
+
+  // Memory budget (with a page file): while the arena holds more than budget_frames frames
+  // (server-wide), complete single pages of this log that have a copy in the page file are
+  // evicted from memory, oldest first; Resolve reads an evicted page back (into a fresh
+  // frame) when a record on it is needed. Eviction runs at the start of an ordinary append
+  // and in GC passes (the partition's exclusive lock held and no record pointer alive);
+  // reading a page back never evicts, so reads may overshoot the budget until the next
+  // append or GC pass. 0: no budget.
+  void set_memory_budget(size_t budget_frames) { budget_frames_ = budget_frames; }
+  uint64_t EnforceBudget(uint64_t max_pages);
+  uint64_t evictions() const { return evictions_; }
+  uint64_t page_ins() const { return page_ins_.load(std::memory_order_relaxed); }
 
  private:
   struct Segment {
@@ -88,7 +112,14 @@ class PartitionLog {
   const Segment& MappedSegment(uint32_t page_no) const;
   Segment& MappedSegment(uint32_t page_no);
   std::vector<Segment>::iterator FindSegment(uint32_t first_page);
+  // The page's memory, read back from the page file first when it was evicted.
   uint8_t* PageData(const Segment& s, uint32_t page_no) const;
+  uint8_t* PageIn(uint32_t page_no) const;
+  static uint32_t FrameOf(const Segment& s, uint32_t page_no) {
+    return std::atomic_ref<uint32_t>(const_cast<uint32_t&>(s.frames[page_no - s.first_page]))
+        .load(std::memory_order_acquire);
+  }
+  static constexpr uint32_t kEvicted = ~uint32_t{0};
   void RetireFrames(const Segment& s);
 
   Arena* const arena_;
@@ -99,16 +130,27 @@ class PartitionLog {
   // The page (or run) records are appended to; head_data_ null when none is open.
   record::PageHeader head_;
   uint8_t* head_data_ = nullptr;
+  PageFile* page_file_ = nullptr;
+  size_t budget_frames_ = 0;
+  uint32_t evict_cursor_ = 0;  // page number eviction resumes from
+  uint64_t evictions_ = 0;
+  mutable std::atomic<uint64_t> page_ins_{0};
+  // Readers under the partition's shared lock read evicted pages back concurrently.
+  mutable std::mutex page_in_mu_;
 };
 
 template <typename F>
-void PartitionLog::ForEachRecord(uint32_t segment, F&& f) {
+void PartitionLog::ForEachRecord(uint32_t segment, F&& f, bool resident_only) {
   const Segment* s = SegmentOf(segment);
   if (s == nullptr) return;
   // A copy: f may append to the log, which may move the segment table.
   const Segment walked = *s;
   const uint32_t end = walked.first_page + static_cast<uint32_t>(walked.frames.size());
   for (uint32_t page = walked.first_page; page < end;) {
+    if (resident_only && FrameOf(walked, page) == kEvicted) {
+      page++;  // evicted pages are single pages
+      continue;
+    }
     uint8_t* data = PageData(walked, page);
     record::PageHeader h;
     const Status st = record::ReadPageHeader(data, size_t{end - page} * record::kPageBytes, &h);

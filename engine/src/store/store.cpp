@@ -197,6 +197,20 @@ std::vector<Timestamp> Store::RaiseWatermark(const PartitionId& partition, const
   return impl_->FindOrCreate(partition)->RaiseWatermark(ts);
 }
 
+Status Store::LocatePage(const PartitionId& partition, uint32_t page_no, PageLocation* out) const {
+  std::shared_ptr<Partition> p = impl_->Find(partition);
+  if (p == nullptr) {
+    *out = PageLocation();
+    return Status::NotFound("partition " + partition.ToString() + " has no pages here");
+  }
+  return p->LocatePage(page_no, out);
+}
+
+uint32_t Store::PageCount(const PartitionId& partition) const {
+  std::shared_ptr<Partition> p = impl_->Find(partition);
+  return p == nullptr ? 0 : p->PageCount();
+}
+
 void Store::ScanPartition(
     const PartitionId& partition, const Timestamp& at,
     const std::function<bool(std::string_view key, const Timestamp& ts, std::string_view value,

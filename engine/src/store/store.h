@@ -37,6 +37,13 @@ struct StoreOptions {
   bool invalidate_at_prepare = false;
   // This server's node index, written into nothing but statistics.
   uint32_t node = 0;
+  // Page I/O: where partitions keep page files (empty: none, every page read is served
+  // from memory), and whether reads of them bypass the page cache (O_DIRECT).
+  std::string page_dir;
+  bool page_direct_io = false;
+  // Pages kept in memory at most (bytes, 0: no limit); needs page_dir. Complete pages
+  // beyond it live only in the page files (partition_log.h).
+  size_t memory_budget_bytes = 0;
   // Clock used for GC and hotness (milliseconds); tests may replace it.
   std::function<uint64_t()> now_ms;
 };
@@ -153,6 +160,7 @@ class Store {
     uint64_t file_offset = 0;
     uint32_t pages = 1;  // run length (a record larger than a page spans a run)
     uint64_t epoch = 0;
+    bool direct = false;  // fd was opened with O_DIRECT (aligned buffers and lengths)
   };
   Status LocatePage(const PartitionId& partition, uint32_t page_no, PageLocation* out) const;
   // Pages in the partition's log so far (page numbers run from 0; compacted pages are gone).

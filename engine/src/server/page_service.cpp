@@ -1,0 +1,462 @@
+#include "server/page_service.h"
+
+#include <liburing.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/record.h"
+#include "ramp/log.h"
+
+namespace ramp::server {
+
+using protocol::PageReadItem;
+
+// Staging buffers: registered memory (a verbs peer can only be written from registered
+// memory), one per batch in progress. Shared by the service and the release functions of
+// replies in flight.
+struct PageService::Staging {
+  std::shared_ptr<transport::Memory> memory;  // keeps the allocation mapped
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<uint8_t*> free;
+  bool stop = false;
+
+  uint8_t* Take() {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return stop || !free.empty(); });
+    if (free.empty()) return nullptr;
+    uint8_t* b = free.back();
+    free.pop_back();
+    return b;
+  }
+  void Give(uint8_t* b) {
+    {
+      std::lock_guard lock(mu);
+      free.push_back(b);
+    }
+    cv.notify_one();
+  }
+};
+
+// A job being served: its staging buffer, per-item status and reads outstanding.
+struct PageService::Active {
+  Job job;
+  uint8_t* buf = nullptr;
+  std::vector<size_t> at;  // offset of each item in buf
+  std::vector<Status> status;
+  size_t reads_left = 0;
+};
+
+// A disk read: one item, or several consecutive pages of one file landing consecutively in
+// the staging buffer (coalesced).
+struct PageService::DiskRead {
+  Active* job = nullptr;
+  std::vector<size_t> items;
+  int fd = -1;
+  uint64_t offset = 0;
+  uint8_t* dst = nullptr;
+  uint32_t len = 0;
+};
+
+// One io_uring per I/O thread (ok false: the pread fallback), with the reads queued on it.
+struct PageService::Ring {
+  io_uring ring{};
+  bool ok = false;
+  unsigned depth = 0;
+  std::deque<DiskRead*> queued;  // not yet submitted
+  unsigned in_ring = 0;          // submitted, not completed
+  std::vector<std::unique_ptr<Active>> active;
+  ~Ring() {
+    if (ok) io_uring_queue_exit(&ring);
+  }
+};
+
+PageService::PageService(const PageServiceOptions& options, store::Store* store,
+                         std::shared_ptr<transport::Memory> memory)
+    : options_(options), store_(store), memory_(std::move(memory)) {}
+
+Status PageService::Start(const PageServiceOptions& options, store::Store* store,
+                          std::shared_ptr<transport::Memory> memory,
+                          std::unique_ptr<PageService>* out) {
+  std::unique_ptr<PageService> s(new PageService(options, store, std::move(memory)));
+  RAMP_RETURN_IF_ERROR(s->Init());
+  *out = std::move(s);
+  return Status::OK();
+}
+
+Status PageService::Init() {
+  if (!options_.debug_fault.empty()) {
+    const std::string& f = options_.debug_fault;
+    const size_t colon = f.find(':');
+    const std::string kind = f.substr(0, colon);
+    if (colon == std::string::npos || (kind != "eio" && kind != "short")) {
+      return Status::InvalidArgument("page fault injection '" + f +
+                                     "': expected eio:<page> or short:<page>");
+    }
+    fault_kind_ = kind == "eio" ? 1 : 2;
+    fault_page_ = static_cast<uint32_t>(std::stoul(f.substr(colon + 1)));
+    RAMP_WARN("page I/O: injecting %s into disk reads of page %u (debug)", kind.c_str(),
+              fault_page_);
+  }
+  staging_ = std::make_shared<Staging>();
+  staging_->memory = memory_;
+  const size_t per = options_.max_batch_bytes;
+  const int n = std::max(1, options_.staging_buffers);
+  uint8_t* base = nullptr;
+  RAMP_RETURN_IF_ERROR(
+      memory_->Allocate(per * static_cast<size_t>(n), transport::kAccessRead, &base));
+  for (int i = 0; i < n; i++) staging_->free.push_back(base + per * static_cast<size_t>(i));
+  if (!options_.per_request_threads) {
+    for (int i = 0; i < options_.io_workers; i++) threads_.emplace_back([this, i] { Run(i); });
+  }
+  RAMP_INFO("page I/O: %s, %d staging buffers of %zu KiB",
+            options_.per_request_threads
+                ? "a thread per request (baseline)"
+                : (std::to_string(options_.io_workers) + " static I/O workers").c_str(),
+            n, per >> 10);
+  return Status::OK();
+}
+
+PageService::~PageService() {
+  Stop();
+}
+
+void PageService::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stop_ && threads_.empty() && per_request_running_.load() == 0) return;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (staging_) {
+    std::lock_guard lock(staging_->mu);
+    staging_->stop = true;
+  }
+  if (staging_) staging_->cv.notify_all();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  while (per_request_running_.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+Status PageService::Validate(const protocol::ReadPagesRequest& req) const {
+  if (req.items.size() > options_.max_batch_pages) {
+    return Status::TooLarge("READ_PAGES batch of " + std::to_string(req.items.size()) +
+                            " items exceeds the limit of " +
+                            std::to_string(options_.max_batch_pages));
+  }
+  if (!(req.dest.access & transport::kAccessWrite)) {
+    return Status::PermissionDenied("READ_PAGES destination handle is not writable by peers");
+  }
+  uint64_t total = 0;
+  for (size_t i = 0; i < req.items.size(); i++) {
+    const PageReadItem& it = req.items[i];
+    if (it.length == 0 || it.length % protocol::kPageReadGranule != 0 ||
+        it.length > protocol::kMaxPageReadBytes) {
+      return Status::InvalidArgument("READ_PAGES item " + std::to_string(i) + ": length " +
+                                     std::to_string(it.length) + " is not a multiple of " +
+                                     std::to_string(protocol::kPageReadGranule) + " in (0, " +
+                                     std::to_string(protocol::kMaxPageReadBytes) + "]");
+    }
+    if (it.dest_offset > req.dest.length || req.dest.length - it.dest_offset < it.length) {
+      return Status::InvalidArgument(
+          "READ_PAGES item " + std::to_string(i) + ": destination offset " +
+          std::to_string(it.dest_offset) + " + " + std::to_string(it.length) +
+          " bytes is beyond the handle of " + std::to_string(req.dest.length) + " bytes");
+    }
+    total += it.length;
+  }
+  if (total > options_.max_batch_bytes) {
+    return Status::TooLarge("READ_PAGES batch of " + std::to_string(total) +
+                            " bytes exceeds the limit of " +
+                            std::to_string(options_.max_batch_bytes));
+  }
+  return Status::OK();
+}
+
+void PageService::Submit(Job job) {
+  if (options_.per_request_threads) {
+    // The baseline: a fresh thread and ring for every batch.
+    per_request_running_.fetch_add(1);
+    std::thread([this, j = std::move(job)]() mutable {
+      Ring ring;
+      ring.depth = options_.queue_depth;
+      if (options_.use_io_uring) ring.ok = io_uring_queue_init(ring.depth, &ring.ring, 0) == 0;
+      ServeOne(j, &ring);
+      per_request_running_.fetch_sub(1);
+    }).detach();
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+}
+
+void PageService::ServeOne(Job& job, Ring* ring) {
+  if (!Start(job, ring, true)) return;
+  while (!ring->active.empty()) Reap(ring, 1000);
+}
+
+void PageService::Run(int index) {
+  Ring ring;
+  ring.depth = options_.queue_depth;
+  if (options_.use_io_uring) {
+    const int rc = io_uring_queue_init(ring.depth, &ring.ring, 0);
+    ring.ok = rc == 0;
+    if (!ring.ok && !uring_refused_logged_.exchange(true)) {
+      RAMP_WARN("page I/O: io_uring refused (%s): I/O workers read pages with pread",
+                std::strerror(-rc));
+    }
+  }
+  if (index == 0 && ring.ok)
+    RAMP_INFO("page I/O: io_uring with %u entries per I/O worker", ring.depth);
+  // Batches overlap: a worker takes the next batch while the reads of earlier ones are in
+  // the ring, so the disk sees up to `depth` reads of this worker at once.
+  for (;;) {
+    std::optional<Job> job;
+    {
+      std::unique_lock lock(mu_);
+      if (ring.active.empty()) cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_ && ring.active.empty()) return;
+      if (!queue_.empty() && !stop_ && ring.queued.size() + ring.in_ring < ring.depth) {
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+    }
+    if (job) {
+      if (!Start(*job, &ring, ring.active.empty())) {
+        // No staging buffer free while our own jobs hold some: put it back, finish ours.
+        {
+          std::lock_guard lock(mu_);
+          queue_.push_front(std::move(*job));
+        }
+        Reap(&ring, 200);
+        continue;
+      }
+      Reap(&ring, 0);
+      continue;
+    }
+    Reap(&ring, 50);
+  }
+}
+
+bool PageService::InjectFault(uint32_t page_no, uint32_t len, int* res) const {
+  if (fault_kind_ == 0 || page_no != fault_page_) return false;
+  *res = fault_kind_ == 1 ? -EIO : static_cast<int>(len / 2);
+  return true;
+}
+
+namespace {
+
+Status CheckPageHeader(const uint8_t* data, const protocol::PageAddress& want) {
+  record::PageHeader h;
+  uint32_t magic = 0;
+  std::memcpy(&magic, data, sizeof(magic));
+  // A page without a header is the continuation of a run; the head page of the run was
+  // checked when it was asked for.
+  if (magic != record::kPageMagic) return Status::OK();
+  if (!record::ReadPageHeader(data, record::kPageHeaderBytes, &h).ok() ||
+      h.keyspace != want.part.keyspace || h.bucket != want.part.bucket ||
+      h.page_no != want.page_no) {
+    return Status::Corruption("page " + std::to_string(want.page_no) + " of partition " +
+                              want.part.ToString() +
+                              " read from disk has the header of another page");
+  }
+  return Status::OK();
+}
+
+// The longest coalesced disk read.
+constexpr uint32_t kMaxCoalescedBytes = 256u << 10;
+
+}  // namespace
+
+bool PageService::Start(Job& job, Ring* ring, bool wait) {
+  uint8_t* buf = nullptr;
+  if (wait) {
+    buf = staging_->Take();
+  } else {
+    std::lock_guard lock(staging_->mu);
+    if (!staging_->free.empty()) {
+      buf = staging_->free.back();
+      staging_->free.pop_back();
+    }
+  }
+  if (buf == nullptr) return !wait ? false : true;  // stopping when waiting failed
+  auto a = std::make_unique<Active>();
+  a->job = std::move(job);
+  a->buf = buf;
+  const auto& items = a->job.req.items;
+  a->status = a->job.pre;
+  a->status.resize(items.size());
+  a->at.resize(items.size());
+  std::vector<DiskRead*> reads;  // owned until completed
+  size_t off = 0;
+  const bool prefer_disk = a->job.req.flags & protocol::kPagesPreferDisk;
+  for (size_t i = 0; i < items.size(); i++) {
+    const PageReadItem& it = items[i];
+    a->at[i] = off;
+    off += it.length;
+    if (!a->status[i].ok()) continue;
+    const uint32_t npages =
+        static_cast<uint32_t>((it.length + record::kPageBytes - 1) / record::kPageBytes);
+    // Where every page of the item is: all resident, or all in the page file.
+    store::Store::PageLocation first;
+    bool all_resident = true;
+    bool all_disk = true;
+    Status st;
+    const uint8_t* frames[2] = {nullptr, nullptr};  // kMaxPageReadBytes is two pages
+    for (uint32_t p = 0; p < npages && st.ok(); p++) {
+      store::Store::PageLocation loc;
+      st = store_->LocatePage(it.page.part, it.page.page_no + p, &loc);
+      if (!st.ok()) break;
+      if (p == 0) first = loc;
+      frames[p] = loc.frame;
+      all_resident &= loc.frame != nullptr;
+      all_disk &= loc.fd >= 0 && loc.fd == first.fd;
+    }
+    // The epoch was checked against the directory's (the placement epoch clients learn
+    // from LOOKUP and SCAN_OPEN) by the handler; the partition's own epoch is constant
+    // until migration raises both.
+    if (st.ok() && all_disk && (prefer_disk || !all_resident)) {
+      DiskRead* prev = reads.empty() ? nullptr : reads.back();
+      if (prev != nullptr && prev->fd == first.fd &&
+          prev->offset + prev->len == first.file_offset &&
+          prev->dst + prev->len == buf + a->at[i] && prev->len + it.length <= kMaxCoalescedBytes &&
+          prev->len % record::kPageBytes == 0) {
+        prev->items.push_back(i);
+        prev->len += it.length;
+      } else {
+        reads.push_back(
+            new DiskRead{a.get(), {i}, first.fd, first.file_offset, buf + a->at[i], it.length});
+      }
+    } else if (st.ok() && all_resident) {
+      uint32_t left = it.length;
+      for (uint32_t p = 0; p < npages; p++) {
+        const uint32_t n = std::min<uint32_t>(left, record::kPageBytes);
+        std::memcpy(buf + a->at[i] + size_t{p} * record::kPageBytes, frames[p], n);
+        left -= n;
+      }
+    } else if (st.ok()) {
+      st = Status::NotFound("pages " + std::to_string(it.page.page_no) + ".." +
+                            std::to_string(it.page.page_no + npages - 1) + " of partition " +
+                            it.page.part.ToString() + " are neither all in memory nor all on disk");
+    }
+    a->status[i] = st;
+  }
+  a->reads_left = reads.size();
+  Active* raw = a.get();
+  ring->active.push_back(std::move(a));
+  if (!ring->ok) {
+    // The pread fallback: synchronous, one read at a time.
+    for (DiskRead* d : reads) {
+      ssize_t n;
+      do {
+        n = pread(d->fd, d->dst, d->len, static_cast<off_t>(d->offset));
+      } while (n < 0 && errno == EINTR);
+      Complete(d, n < 0 ? -errno : static_cast<int>(n));
+    }
+    if (reads.empty()) Finish(*raw);
+    return true;
+  }
+  for (DiskRead* d : reads) ring->queued.push_back(d);
+  if (reads.empty()) Finish(*raw);
+  return true;
+}
+
+void PageService::Complete(DiskRead* d, int res) {
+  Active& a = *d->job;
+  const auto& items = a.job.req.items;
+  // What a coalesced read delivered is split back into its items.
+  uint32_t at = 0;
+  for (size_t i : d->items) {
+    const PageReadItem& it = items[i];
+    int r = res < 0 ? res
+                    : static_cast<int>(
+                          std::min<int64_t>(it.length, std::max<int64_t>(0, int64_t{res} - at)));
+    InjectFault(it.page.page_no, it.length, &r);
+    if (r < 0) {
+      a.status[i] =
+          Status::IOError("reading page " + std::to_string(it.page.page_no) + " of partition " +
+                          it.page.part.ToString() + ": " + std::strerror(-r));
+    } else if (static_cast<uint32_t>(r) != it.length) {
+      a.status[i] =
+          Status::IOError("short read of page " + std::to_string(it.page.page_no) +
+                          " of partition " + it.page.part.ToString() + ": " + std::to_string(r) +
+                          " of " + std::to_string(it.length) + " bytes");
+    } else {
+      a.status[i] = CheckPageHeader(d->dst + at, it.page);
+    }
+    at += it.length;
+  }
+  delete d;
+  if (--a.reads_left == 0) Finish(a);
+}
+
+void PageService::Reap(Ring* ring, int wait_us) {
+  // Finished jobs leave the active list.
+  std::erase_if(ring->active, [](const std::unique_ptr<Active>& a) { return a->buf == nullptr; });
+  if (!ring->ok) return;
+  unsigned queued = 0;
+  while (!ring->queued.empty() && ring->in_ring < ring->depth) {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring->ring);
+    if (sqe == nullptr) break;
+    DiskRead* d = ring->queued.front();
+    ring->queued.pop_front();
+    io_uring_prep_read(sqe, d->fd, d->dst, d->len, d->offset);
+    io_uring_sqe_set_data(sqe, d);
+    ring->in_ring++;
+    queued++;
+  }
+  if (queued > 0) {
+    const int rc = io_uring_submit(&ring->ring);
+    if (rc < 0) RAMP_ERROR("page I/O: io_uring_submit: %s", std::strerror(-rc));
+  }
+  if (ring->in_ring == 0) return;
+  io_uring_cqe* cqe = nullptr;
+  int rc = io_uring_peek_cqe(&ring->ring, &cqe);
+  if (rc != 0 && wait_us > 0) {
+    __kernel_timespec ts{0, static_cast<long long>(wait_us) * 1000};
+    rc = io_uring_wait_cqe_timeout(&ring->ring, &cqe, &ts);
+  }
+  while (rc == 0 && cqe != nullptr) {
+    auto* d = static_cast<DiskRead*>(io_uring_cqe_get_data(cqe));
+    const int res = cqe->res;
+    io_uring_cqe_seen(&ring->ring, cqe);
+    ring->in_ring--;
+    Complete(d, res);
+    cqe = nullptr;
+    rc = io_uring_peek_cqe(&ring->ring, &cqe);
+  }
+  std::erase_if(ring->active, [](const std::unique_ptr<Active>& a) { return a->buf == nullptr; });
+}
+
+void PageService::Finish(Active& a) {
+  const auto& items = a.job.req.items;
+  auto out = std::make_shared<OneSidedReply>();
+  out->dest = a.job.req.dest;
+  out->request = a.job.request;
+  std::shared_ptr<Staging> staging = staging_;
+  uint8_t* buf = a.buf;
+  out->release = [staging, buf] { staging->Give(buf); };
+  out->in_flight = std::move(a.job.in_flight);
+  a.buf = nullptr;  // done: Reap drops it
+  protocol::ReadPagesReply reply;
+  reply.results.resize(items.size());
+  for (size_t i = 0; i < items.size(); i++) {
+    reply.results[i].item = items[i];
+    reply.results[i].status = a.status[i];
+    if (a.status[i].ok())
+      out->writes.push_back({buf + a.at[i], items[i].dest_offset, items[i].length});
+  }
+  protocol::EncodeHeader(
+      protocol::ReplyTo(a.job.request, a.job.clock, static_cast<uint32_t>(items.size())),
+      &out->reply);
+  protocol::Encode(reply, &out->reply);
+  (*a.job.post)(a.job.session, std::move(out));
+}
+
+}  // namespace ramp::server
