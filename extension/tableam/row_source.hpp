@@ -37,8 +37,9 @@ std::unique_ptr<BlockRanges> SerialBlockRanges(uint64_t first, uint64_t end, uin
 class RowSource {
  public:
   virtual ~RowSource() = default;
-  // Replaces *out with the next batch of versions, in ascending row-id order; false when the
-  // source is exhausted. A batch may be empty. Reads of one batch are read-atomic.
+  // Replaces *out with the next batch of versions, in ascending row-id order within the
+  // batch; false when the source is exhausted. A batch may be empty. Reads of one batch are
+  // read-atomic.
   virtual bool NextBatch(std::vector<RowVersion>* out) = 0;
 };
 
@@ -51,5 +52,12 @@ std::unique_ptr<RowSource> MakeProbeRowSource(const KeyspaceRef& ks,
                                               bool include_deleted);
 
 inline constexpr size_t kProbeKeysPerRequest = 8192;
+
+// The engine's read-atomic partition scan (Client::OpenScan: pages of every partition of the
+// keyspace through remote page I/O, one snapshot for the whole scan). Live rows only; each
+// batch sorted by row id (batches are not in order with each other); remembers each
+// version read. Pays for live rows, not for the holes of a row-id range, but opens its own
+// connections and buffers: the probe source stays cheaper for small tables.
+std::unique_ptr<RowSource> MakeScannerRowSource(const KeyspaceRef& ks);
 
 }  // namespace pgramp::tam

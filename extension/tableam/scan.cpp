@@ -19,7 +19,9 @@ namespace pgramp::tam {
 
 namespace {
 
-constexpr uint64_t kSerialChunkBlocks = 32;    // 8192 row ids per probe request
+constexpr uint64_t kSerialChunkBlocks = 32;  // 8192 row ids per probe request
+// Serial scans of tables whose row ids go beyond this use the partition scan (page I/O).
+constexpr uint64_t kScannerMinRows = 4 * kProbeKeysPerRequest;
 constexpr uint64_t kParallelChunkBlocks = 16;  // blocks a worker takes at a time
 
 // Shared state of a parallel scan (in the DSM segment; the snapshot follows it).
@@ -97,6 +99,12 @@ struct TableScan {
     if (parallel != nullptr) {
       ranges = std::make_unique<ParallelRanges>(parallel);
     } else {
+      // Serial scans of tables beyond a few probe requests read the partitions' pages
+      // (remote page I/O); small ones are cheaper to probe by row id.
+      if (Blocks() * kRowsPerBlock > kScannerMinRows) {
+        source = MakeScannerRowSource(ks);
+        return;
+      }
       ranges = SerialBlockRanges(0, Blocks(), kSerialChunkBlocks);
     }
     source = MakeProbeRowSource(ks, std::move(ranges), false);

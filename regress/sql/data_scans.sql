@@ -141,6 +141,30 @@ FETCH 1 FROM s;
 FETCH BACKWARD 1 FROM s;
 ROLLBACK;
 
+-- Tables beyond 32768 row ids are scanned sequentially through the partition scan (pages of
+-- every partition read through remote page I/O, one snapshot) instead of row-id probes:
+-- after deletions and updates (holes, new row ids), and with a transaction's own writes.
+CREATE TABLE big_ramp (id int, g int, payload text) USING ramp;
+CREATE TABLE big_heap (LIKE big_ramp);
+INSERT INTO big_ramp SELECT g, g % 7, repeat(md5(g::text), 1 + g % 5) FROM generate_series(1, 50000) g;
+INSERT INTO big_heap SELECT * FROM big_ramp;
+DELETE FROM big_ramp WHERE id % 10 = 3;
+DELETE FROM big_heap WHERE id % 10 = 3;
+UPDATE big_ramp SET g = g + 100 WHERE id % 1000 = 7;
+UPDATE big_heap SET g = g + 100 WHERE id % 1000 = 7;
+SET max_parallel_workers_per_gather = 0;
+SELECT count(*), count(DISTINCT id), sum(g), sum(length(payload)) FROM big_ramp;
+SELECT twin_diff('SELECT id, g, payload FROM %I', 'big_ramp', 'big_heap') AS rows_differing;
+BEGIN;
+INSERT INTO big_ramp VALUES (-1, -1, 'own');
+DELETE FROM big_ramp WHERE id BETWEEN 100 AND 199;
+UPDATE big_ramp SET payload = 'own update' WHERE id = 500;
+SELECT count(*), sum(g), count(*) FILTER (WHERE payload LIKE 'own%') AS own_rows FROM big_ramp;
+ROLLBACK;
+SELECT count(*), sum(g) FROM big_ramp;
+RESET max_parallel_workers_per_gather;
+DROP TABLE big_ramp, big_heap;
+
 DROP TABLE scan_ramp, scan_heap, probe;
 DROP FUNCTION estimated_rows(text);
 DROP FUNCTION twin_diff(text, text, text);
