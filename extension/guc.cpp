@@ -17,6 +17,7 @@ int timeout_ms = 10000;
 int connect_timeout_ms = 5000;
 char* token_file = nullptr;
 int buckets = 16;
+int scan_method = 0;
 int debug_commit_delay_us = 0;
 bool debug_unchecked_lookups = false;
 
@@ -25,6 +26,8 @@ namespace {
 // The names the client library parses (ParseClientOptions); order = GUC enum values.
 const struct config_enum_entry kTransportOptions[] = {
     {"shm", 0, false}, {"tcp", 1, false}, {"verbs", 2, false}, {nullptr, 0, false}};
+const struct config_enum_entry kScanMethodOptions[] = {
+    {"auto", 0, false}, {"probe", 1, false}, {"pages", 2, false}, {nullptr, 0, false}};
 const struct config_enum_entry kReadPathOptions[] = {
     {"rpc", 0, false}, {"get+", 1, false}, {"get*", 2, false}, {nullptr, 0, false}};
 
@@ -83,6 +86,12 @@ void Define() {
                            "Provider of the ring and one-sided connections (shm, tcp, verbs).",
                            "The rpc read path always uses tcp.", &transport, 0, kTransportOptions,
                            PGC_USERSET, 0, nullptr, BumpInt, nullptr);
+  DefineCustomEnumVariable(
+      "ramp.scan_method", "How sequential scans read ramp tables (auto, probe, pages).",
+      "pages: the partitions' pages through remote page I/O (one snapshot per scan); probe: "
+      "row-id lookups in batches; auto: pages for tables beyond 32768 row ids. Parallel scans "
+      "always probe.",
+      &scan_method, 0, kScanMethodOptions, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   DefineCustomEnumVariable("ramp.read_path", "How reads reach the servers (rpc, get+, get*).",
                            "rpc: request/response over sockets; get+: requests through message "
                            "rings; get*: one-sided reads with an address cache.",

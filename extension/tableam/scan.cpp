@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "guc.hpp"
 #include "keys.hpp"
 #include "session.hpp"
 #include "xact.hpp"
@@ -101,7 +102,9 @@ struct TableScan {
     } else {
       // Serial scans of tables beyond a few probe requests read the partitions' pages
       // (remote page I/O); small ones are cheaper to probe by row id.
-      if (Blocks() * kRowsPerBlock > kScannerMinRows) {
+      const bool pages = guc::scan_method == 2 ||
+                         (guc::scan_method == 0 && Blocks() * kRowsPerBlock > kScannerMinRows);
+      if (pages && !ks.fresh) {
         source = MakeScannerRowSource(ks);
         return;
       }
