@@ -25,11 +25,15 @@ Serves pg_ramp partitions: RAMP-Fast transactions, one-sided reads, page I/O.
   --node N            this server's index in the cluster file (default: found by endpoint)
   --token-file FILE   the cluster token; peers must prove they know it. Required unless
                       every listen endpoint is on loopback or a unix socket.
-  --data DIR          data directory
+  --data DIR          data directory: the partitions' logs live there and every write is
+                      acknowledged once it is on disk (group commit); a restart recovers
+                      from it. Without it the server keeps everything in memory only.
   --workers N         worker threads (default 2)
   --memory-mb N       page memory in MiB (default 1024)
   --ring-kb N         receive ring size per connection in KiB (default 1024)
   --gc-grace-ms N     how long overwritten versions stay readable (default 5000)
+  --txn-timeout-ms N  a transaction left prepared this long is resolved by the servers
+                      (termination protocol; default 30000, must exceed client timeouts)
   --max-connections N (default 1024)
   --max-value-kb N    largest value accepted (default 32768)
   --log-level LEVEL   debug, info, warning, error (default info)
@@ -52,7 +56,7 @@ int Fail(const ramp::Status& s) {
 int main(int argc, char** argv) {
   using namespace ramp;
   tools::Flags flags({"listen", "cluster", "node", "token-file", "data", "workers", "memory-mb",
-                      "ring-kb", "gc-grace-ms", "max-connections", "max-value-kb", "log-level",
+                      "ring-kb", "gc-grace-ms", "txn-timeout-ms", "max-connections", "max-value-kb", "log-level",
                       "config"},
                      {"help"});
   Status st = flags.Parse(argc, argv);
@@ -98,6 +102,8 @@ int main(int argc, char** argv) {
   o.ring_bytes = static_cast<size_t>(v) << 10;
   if (!(st = flags.GetInt("gc-grace-ms", 5000, 10, 3600000, &v)).ok()) return Fail(st);
   o.gc_grace_ms = static_cast<int>(v);
+  if (!(st = flags.GetInt("txn-timeout-ms", 30000, 100, 3600000, &v)).ok()) return Fail(st);
+  o.txn_timeout_ms = static_cast<int>(v);
   if (!(st = flags.GetInt("max-connections", 1024, 1, 1 << 20, &v)).ok()) return Fail(st);
   o.limits.max_connections = static_cast<size_t>(v);
   if (!(st = flags.GetInt("max-value-kb", 32768, 1, 1 << 20, &v)).ok()) return Fail(st);

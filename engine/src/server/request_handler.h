@@ -21,9 +21,13 @@ class RequestHandler {
   // follows, see Defer). A non-OK result is a protocol violation (unknown opcode,
   // malformed body, no HELLO first): the caller closes the connection and logs the reason.
   // Errors of the request itself (limits, conflicts) are error replies, not violations.
+  // With a data directory, the replies of requests that write (PREPARE, COMMIT, ABORT,
+  // 2PL writes, fencing TXN_STATE) are deferred until the group commit made the writes
+  // durable (request_durability.cpp).
   Status Handle(Session& session, std::string_view message, std::string* reply);
 
  private:
+  Status HandleNow(Session& session, std::string_view message, std::string* reply);
   Status OnHello(Session& s, const protocol::Header& h, std::string_view body, std::string* reply);
   Status OnGet(const protocol::Header& h, std::string_view body, std::string* reply);
   Status OnGetGroup(const protocol::Header& h, std::string_view body, std::string* reply);

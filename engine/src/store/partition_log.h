@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "common/record.h"
@@ -73,6 +74,22 @@ class PartitionLog {
 
   uint64_t pages() const { return pages_; }
 
+  // ---- durability ----------------------------------------------------------------------
+  // The first page of the segment holding page_no; false when it is not mapped.
+  bool SegmentStart(uint32_t page_no, uint32_t* first_page) const;
+  bool HasSegment(uint32_t first_page) const { return SegmentOf(first_page) != nullptr; }
+  // Calls f(segment, page_no, data, run_pages) for every mapped page (run) changed since
+  // the last call, in page order; the head page stays pending while it is open.
+  template <typename F>
+  void TakeUnflushed(F&& f);
+  // Segments retired since the last call (their files may go once the relocated records
+  // are durable).
+  std::vector<uint32_t> TakeRetired() { return std::exchange(retired_, {}); }
+  // Recovery: appends a segment read back from disk (whole pages, checked). Pages must
+  // follow the pages loaded so far. The last loaded segment stays open for appends unless
+  // full. NoSpace when the arena cannot hold it.
+  Status Load(uint32_t first_page, const uint8_t* data, uint32_t pages);
+
  private:
   struct Segment {
     uint32_t first_page = 0;
@@ -99,7 +116,25 @@ class PartitionLog {
   // The page (or run) records are appended to; head_data_ null when none is open.
   record::PageHeader head_;
   uint8_t* head_data_ = nullptr;
+  uint32_t unflushed_from_ = 0;    // pages before it are written (durability)
+  std::vector<uint32_t> retired_;  // segments retired and not yet taken
 };
+
+template <typename F>
+void PartitionLog::TakeUnflushed(F&& f) {
+  for (const Segment& s : segments_) {
+    const uint32_t end = s.first_page + static_cast<uint32_t>(s.frames.size());
+    if (end <= unflushed_from_) continue;
+    for (uint32_t page = s.first_page; page < end;) {
+      const uint8_t* data = PageData(s, page);
+      record::PageHeader h;
+      if (!record::ReadPageHeader(data, size_t{end - page} * record::kPageBytes, &h).ok()) break;
+      if (page >= unflushed_from_) f(s.first_page, page, data, h.run_pages);
+      page += h.run_pages;
+    }
+  }
+  unflushed_from_ = head_data_ != nullptr ? head_.page_no : next_page_;
+}
 
 template <typename F>
 void PartitionLog::ForEachRecord(uint32_t segment, F&& f) {

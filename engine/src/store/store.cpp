@@ -8,6 +8,10 @@
 
 #include "ramp/log.h"
 #include "store/arena.h"
+#include "store/data_dir.h"
+#include "store/env.h"
+#include "store/log_reader.h"
+#include "store/log_writer.h"
 #include "store/partition.h"
 
 namespace ramp::store {
@@ -28,6 +32,9 @@ bool OutOfMemory(const Status& s) {
 struct Store::Impl {
   StoreOptions options;
   std::unique_ptr<Arena> arena;  // declared before the partitions, which use it
+  // The group commit (null without a data directory); outlives the partitions it holds.
+  std::unique_ptr<LogWriter> log;
+  Store::RecoveryStats recovery;
 
   mutable std::shared_mutex map_mu;
   std::unordered_map<PartitionId, std::shared_ptr<Partition>, PartitionIdHash> partitions;
@@ -45,7 +52,7 @@ struct Store::Impl {
     if (auto p = Find(id)) return p;
     std::unique_lock lock(map_mu);
     auto& slot = partitions[id];
-    if (slot == nullptr) slot = std::make_shared<Partition>(id, arena.get(), options);
+    if (slot == nullptr) slot = std::make_shared<Partition>(id, arena.get(), options, log.get());
     return slot;
   }
 
@@ -85,10 +92,66 @@ struct Store::Impl {
     }
     return op();
   }
+
+  // Writes are refused once the log cannot be made durable: the request gets the reason.
+  Status Writable() const { return log == nullptr ? Status::OK() : log->health(); }
+
+  Status Recover();
 };
 
+Status Store::Impl::Recover() {
+  Env* env = options.env != nullptr ? options.env : PosixEnv();
+  const auto start = std::chrono::steady_clock::now();
+  RAMP_RETURN_IF_ERROR(OpenDataDir(env, options.data_dir,
+                                   {.cluster = options.cluster_id, .node = options.node}));
+  std::vector<std::string> names;
+  RAMP_RETURN_IF_ERROR(env->List(options.data_dir, &names));
+  log = std::make_unique<LogWriter>(env, options.data_dir);
+  for (const auto& n : names) {
+    PartitionId id;
+    if (!ParsePartitionDirName(n, &id)) continue;
+    std::vector<LoadedSegment> segments;
+    ReadLogStats rs;
+    RAMP_RETURN_IF_ERROR(
+        ReadPartitionLog(env, options.data_dir + "/" + n, id, &segments, &rs));
+    auto p = std::make_shared<Partition>(id, arena.get(), options, log.get());
+    RAMP_RETURN_IF_ERROR(p->Recover(&segments));
+    partitions[id] = std::move(p);
+    recovery.partitions++;
+    recovery.bytes += rs.bytes;
+    recovery.torn_cut += rs.torn_cut;
+  }
+  recovery.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  RAMP_INFO("recovered %llu partitions (%.1f MiB of log) from %s in %.3f s",
+            static_cast<unsigned long long>(recovery.partitions),
+            static_cast<double>(recovery.bytes) / (1 << 20), options.data_dir.c_str(),
+            recovery.seconds);
+  log->Start();
+  return Status::OK();
+}
+
 Store::Store() : impl_(std::make_unique<Impl>()) {}
-Store::~Store() = default;
+Store::~Store() {
+  // The last batch goes to disk before the partitions go away.
+  if (impl_->log != nullptr) impl_->log->Stop();
+}
+
+bool Store::durable() const { return impl_->log != nullptr; }
+
+uint64_t Store::DurableTicket() { return impl_->log == nullptr ? 0 : impl_->log->Ticket(); }
+
+void Store::WhenDurable(uint64_t ticket, std::function<void(const Status&)> done) {
+  if (impl_->log == nullptr) {
+    done(Status::OK());
+    return;
+  }
+  impl_->log->WhenDurable(ticket, std::move(done));
+}
+
+Status Store::SyncLog() { return impl_->log == nullptr ? Status::OK() : impl_->log->Sync(); }
+
+Store::RecoveryStats Store::recovery() const { return impl_->recovery; }
 
 Status Store::Open(const StoreOptions& options, std::shared_ptr<transport::Memory> memory,
                    std::unique_ptr<Store>* out) {
@@ -107,6 +170,7 @@ Status Store::Open(const StoreOptions& options, std::shared_ptr<transport::Memor
   }
   RAMP_RETURN_IF_ERROR(Arena::Create(std::move(memory), options.memory_bytes, options.gc_grace_ms,
                                      impl.options.now_ms, &impl.arena));
+  if (!impl.options.data_dir.empty()) RAMP_RETURN_IF_ERROR(impl.Recover());
   *out = std::move(store);
   return Status::OK();
 }
@@ -122,6 +186,7 @@ Status Store::Prepare(const Timestamp& ts, std::span<const protocol::PrepareItem
                       protocol::PrepareError* err) {
   *err = protocol::PrepareError();
   if (ts.zero()) return Status::InvalidArgument("PREPARE with a zero timestamp");
+  RAMP_RETURN_IF_ERROR(impl_->Writable());
   // Consecutive items of one partition are prepared under one lock acquisition.
   for (size_t begin = 0; begin < items.size();) {
     size_t end = begin + 1;
@@ -138,6 +203,7 @@ Status Store::Prepare(const Timestamp& ts, std::span<const protocol::PrepareItem
 Status Store::Commit(const Timestamp& ts, std::span<const PartitionId> partitions) {
   // Every partition is committed even if one fails: the caller retries the whole COMMIT,
   // which is idempotent.
+  RAMP_RETURN_IF_ERROR(impl_->Writable());
   Status first_error;
   for (const PartitionId& id : partitions) {
     std::shared_ptr<Partition> p = impl_->Find(id);
@@ -178,6 +244,7 @@ void Store::GetGroup(const PartitionId& partition, std::string_view group,
 Status Store::WriteCommitted(const PartitionId& part, std::string_view key, std::string_view value,
                              bool tombstone, const Timestamp& ts, bool grouped) {
   if (ts.zero()) return Status::InvalidArgument("write with a zero timestamp");
+  RAMP_RETURN_IF_ERROR(impl_->Writable());
   std::shared_ptr<Partition> p = impl_->FindOrCreate(part);
   return impl_->WithMemory([&] { return p->WriteCommitted(key, value, tombstone, ts, grouped); });
 }

@@ -1,0 +1,219 @@
+#include "store/log_writer.h"
+
+#include <future>
+#include <set>
+
+#include "common/record.h"
+#include "ramp/log.h"
+#include "store/data_dir.h"
+#include "store/partition.h"
+
+namespace ramp::store {
+namespace {
+// Open segment files kept between batches; past this, files not written are closed.
+constexpr size_t kMaxOpenFiles = 256;
+}  // namespace
+
+LogWriter::LogWriter(Env* env, std::string dir) : env_(env), dir_(std::move(dir)) {}
+
+LogWriter::~LogWriter() { Stop(); }
+
+void LogWriter::Start() {
+  std::lock_guard lock(mu_);
+  if (started_) return;
+  started_ = true;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void LogWriter::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) return;
+    stop_ = true;
+    cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+  // Whatever is still waiting (no thread ever started) learns it will not be durable.
+  std::deque<Waiter> left;
+  {
+    std::lock_guard lock(mu_);
+    left.swap(waiters_);
+    dirty_.clear();
+  }
+  for (auto& w : left) w.done(Status::Unavailable("the log writer stopped"));
+}
+
+void LogWriter::MarkDirty(std::shared_ptr<Partition> partition) {
+  std::lock_guard lock(mu_);
+  Partition* key = partition.get();
+  dirty_.emplace(key, std::move(partition));
+  cv_.notify_one();
+}
+
+uint64_t LogWriter::Ticket() {
+  std::lock_guard lock(mu_);
+  return next_gen_;
+}
+
+void LogWriter::WhenDurable(uint64_t ticket, std::function<void(const Status&)> done) {
+  Status now;
+  {
+    std::lock_guard lock(mu_);
+    if (failed_.ok() && !stop_) {
+      waiters_.push_back(Waiter{ticket, std::move(done)});
+      cv_.notify_one();
+      return;
+    }
+    now = failed_.ok() ? Status::Unavailable("the log writer stopped") : failed_;
+  }
+  done(now);
+}
+
+Status LogWriter::Sync() {
+  auto p = std::make_shared<std::promise<Status>>();
+  auto f = p->get_future();
+  WhenDurable(Ticket(), [p](const Status& s) { p->set_value(s); });
+  return f.get();
+}
+
+Status LogWriter::health() const {
+  std::lock_guard lock(mu_);
+  return failed_;
+}
+
+LogWriter::Stats LogWriter::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void LogWriter::Run() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !dirty_.empty() || !waiters_.empty(); });
+    if (dirty_.empty() && waiters_.empty() && stop_) break;
+    const uint64_t gen = next_gen_++;
+    std::vector<std::shared_ptr<Partition>> parts;
+    parts.reserve(dirty_.size());
+    for (auto& [k, p] : dirty_) parts.push_back(std::move(p));
+    dirty_.clear();
+    const bool failed = !failed_.ok();
+    lock.unlock();
+
+    Status st;
+    if (!failed) {
+      std::vector<DirtyPages> batch(parts.size());
+      for (size_t i = 0; i < parts.size(); ++i) parts[i]->TakeDirty(&batch[i]);
+      parts.clear();
+      st = WriteBatch(&batch);
+      if (!st.ok()) {
+        RAMP_ERROR("the log could not be made durable, writes are refused from now on: %s",
+                   st.ToString().c_str());
+      }
+    }
+
+    std::vector<Waiter> done;
+    lock.lock();
+    if (!st.ok() && failed_.ok()) {
+      failed_ = st.Annotate("data directory " + dir_ + " failed (writes are refused until "
+                            "rampd restarts)");
+    }
+    ++stats_.batches;
+    while (!waiters_.empty() && (waiters_.front().ticket <= gen || !failed_.ok())) {
+      done.push_back(std::move(waiters_.front()));
+      waiters_.pop_front();
+    }
+    const Status result = failed_;
+    lock.unlock();
+    for (auto& w : done) w.done(result);
+    lock.lock();
+  }
+}
+
+std::string LogWriter::PartitionDir(const PartitionId& id) const {
+  return dir_ + "/" + PartitionDirName(id);
+}
+
+Status LogWriter::FileFor(const PartitionId& id, uint32_t segment, File** out,
+                          std::vector<std::string>* new_dirs) {
+  PartitionFiles& pf = files_[id];
+  auto it = pf.segments.find(segment);
+  if (it != pf.segments.end()) {
+    *out = it->second.get();
+    return Status::OK();
+  }
+  const std::string pdir = PartitionDir(id);
+  if (!pf.dir_made) {
+    if (!env_->Exists(pdir)) {
+      RAMP_RETURN_IF_ERROR(env_->CreateDir(pdir));
+      new_dirs->push_back(dir_);
+    }
+    pf.dir_made = true;
+  }
+  const std::string path = pdir + "/" + SegmentFileName(segment);
+  const bool fresh = !env_->Exists(path);
+  std::unique_ptr<File> f;
+  RAMP_RETURN_IF_ERROR(env_->Open(path, true, &f));
+  if (fresh) new_dirs->push_back(pdir);
+  *out = f.get();
+  pf.segments.emplace(segment, std::move(f));
+  return Status::OK();
+}
+
+Status LogWriter::WriteBatch(std::vector<DirtyPages>* batch) {
+  // Dropped partitions first: a partition of the same id created since writes afresh.
+  for (DirtyPages& d : *batch) {
+    if (!d.dropped) continue;
+    const std::string pdir = PartitionDir(d.partition);
+    files_.erase(d.partition);
+    std::vector<std::string> names;
+    if (env_->List(pdir, &names).ok()) {
+      for (const auto& n : names) RAMP_RETURN_IF_ERROR(env_->Remove(pdir + "/" + n));
+      RAMP_RETURN_IF_ERROR(env_->RemoveDir(pdir));
+      RAMP_RETURN_IF_ERROR(env_->SyncDir(dir_));
+    }
+  }
+  std::set<File*> written;
+  std::vector<std::string> new_dirs;
+  uint64_t pages = 0;
+  for (DirtyPages& d : *batch) {
+    if (d.dropped) continue;
+    for (const DirtyPage& p : d.pages) {
+      File* f = nullptr;
+      RAMP_RETURN_IF_ERROR(FileFor(d.partition, p.segment, &f, &new_dirs));
+      RAMP_RETURN_IF_ERROR(f->Write(uint64_t{p.page_no - p.segment} * record::kPageBytes,
+                                    p.bytes.data(), p.bytes.size()));
+      written.insert(f);
+      pages += p.bytes.size() / record::kPageBytes;
+    }
+  }
+  for (File* f : written) RAMP_RETURN_IF_ERROR(f->Sync());
+  std::set<std::string> dirs(new_dirs.begin(), new_dirs.end());
+  for (const auto& d : dirs) RAMP_RETURN_IF_ERROR(env_->SyncDir(d));
+  // The records compaction relocated are durable now: their old segments may go.
+  uint64_t removed = 0;
+  for (DirtyPages& d : *batch) {
+    if (d.dropped || d.retired_segments.empty()) continue;
+    const std::string pdir = PartitionDir(d.partition);
+    PartitionFiles& pf = files_[d.partition];
+    for (uint32_t s : d.retired_segments) {
+      pf.segments.erase(s);
+      RAMP_RETURN_IF_ERROR(env_->Remove(pdir + "/" + SegmentFileName(s)));
+      ++removed;
+    }
+    RAMP_RETURN_IF_ERROR(env_->SyncDir(pdir));
+  }
+  size_t open = 0;
+  for (auto& [id, pf] : files_) open += pf.segments.size();
+  if (open > kMaxOpenFiles) {
+    for (auto& [id, pf] : files_) {
+      std::erase_if(pf.segments, [&](const auto& e) { return !written.count(e.second.get()); });
+    }
+  }
+  std::lock_guard lock(mu_);
+  stats_.pages += pages;
+  stats_.syncs += written.size();
+  stats_.files_removed += removed;
+  return Status::OK();
+}
+
+}  // namespace ramp::store

@@ -1,0 +1,98 @@
+// The group commit (DESIGN §5: "a write is acknowledged after its page is on disk"). Writers
+// append to their partition's log in memory and take a ticket; one flusher thread writes
+// every dirty page of every partition, fdatasyncs the files it wrote, and then completes all
+// tickets taken before it started the batch. While it syncs, new writes queue up for the
+// next batch, so one fdatasync covers many clients. Nobody blocks on the disk: completion
+// is a callback (the server sends its deferred reply from it).
+//
+// After a failed write or sync the writer stops accepting work (health() is the error):
+// after a failed fdatasync the kernel may have dropped the dirty pages, so retrying could
+// acknowledge data that is not on disk. A restart recovers from what the files hold.
+// Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "ramp/status.h"
+#include "store/env.h"
+#include "store/log_sink.h"
+
+namespace ramp::store {
+
+class LogWriter : public LogSink {
+ public:
+  LogWriter(Env* env, std::string dir);
+  ~LogWriter() override;
+  LogWriter(const LogWriter&) = delete;
+  LogWriter& operator=(const LogWriter&) = delete;
+
+  void Start();
+  // Writes what is dirty, completes every ticket, stops the thread. Idempotent.
+  void Stop();
+
+  void MarkDirty(std::shared_ptr<Partition> partition) override;
+
+  // A ticket for everything appended before this call.
+  uint64_t Ticket();
+  // Calls done (from the flusher thread, or at once) when the ticket's batch is durable,
+  // with the error if it could not be made durable.
+  void WhenDurable(uint64_t ticket, std::function<void(const Status&)> done);
+  // Ticket + wait: for tests, shutdown and tools.
+  Status Sync();
+  // OK, or the error that stopped the writer.
+  Status health() const;
+
+  struct Stats {
+    uint64_t batches = 0;
+    uint64_t pages = 0;
+    uint64_t syncs = 0;
+    uint64_t files_removed = 0;
+  };
+  Stats stats() const;
+
+ private:
+  struct Waiter {
+    uint64_t ticket;
+    std::function<void(const Status&)> done;
+  };
+  struct PartitionFiles {
+    bool dir_made = false;
+    std::map<uint32_t, std::unique_ptr<File>> segments;
+  };
+
+  void Run();
+  // Writes one batch; returns the first error.
+  Status WriteBatch(std::vector<DirtyPages>* batch);
+  Status FileFor(const PartitionId& id, uint32_t segment, File** out,
+                 std::vector<std::string>* new_dirs);
+  std::string PartitionDir(const PartitionId& id) const;
+
+  Env* const env_;
+  const std::string dir_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool started_ = false;
+  Status failed_;
+  uint64_t next_gen_ = 1;  // the batch a ticket taken now waits for
+  std::unordered_map<Partition*, std::shared_ptr<Partition>> dirty_;
+  std::deque<Waiter> waiters_;  // ticket order
+  Stats stats_;
+  std::thread thread_;
+
+  // Flusher thread only.
+  std::map<PartitionId, PartitionFiles> files_;
+};
+
+}  // namespace ramp::store
