@@ -92,7 +92,9 @@ Status ReadPartitionLog(Env* env, const std::string& dir, const PartitionId& id,
       if (!damage.ok()) break;
       good += size_t{run} * kPage;
     }
-    if (good < size) {
+    // Zeroes after the last page are preallocated space never written: the normal end.
+    if (good < size && AllZero(data + good, size - good)) seg.bytes.resize(good);
+    if (good < seg.bytes.size()) {
       const uint32_t page_no = firsts[f] + static_cast<uint32_t>(good / kPage);
       const std::string where = path + " page " + std::to_string(page_no) + " (offset " +
                                 std::to_string(good) + ")";

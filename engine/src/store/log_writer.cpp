@@ -1,5 +1,7 @@
 #include "store/log_writer.h"
 
+#include <algorithm>
+#include <chrono>
 #include <future>
 #include <set>
 
@@ -12,6 +14,8 @@ namespace ramp::store {
 namespace {
 // Open segment files kept between batches; past this, files not written are closed.
 constexpr size_t kMaxOpenFiles = 256;
+// Segment files grow by this many zeroed pages at a time (a quarter of a segment).
+constexpr uint32_t kPreallocPages = 32;
 }  // namespace
 
 LogWriter::LogWriter(Env* env, std::string dir) : env_(env), dir_(std::move(dir)) {}
@@ -33,6 +37,17 @@ void LogWriter::Stop() {
     cv_.notify_all();
   }
   if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard lock(mu_);
+    if (stats_.batches > 0) {
+      RAMP_INFO("log writer: %llu batches, %llu fdatasyncs, %llu pages written, %.0f us per "
+                "batch on average",
+                static_cast<unsigned long long>(stats_.batches),
+                static_cast<unsigned long long>(stats_.syncs),
+                static_cast<unsigned long long>(stats_.pages),
+                static_cast<double>(stats_.busy_us) / static_cast<double>(stats_.batches));
+    }
+  }
   // Whatever is still waiting (no thread ever started) learns it will not be durable.
   std::deque<Waiter> left;
   {
@@ -100,6 +115,7 @@ void LogWriter::Run() {
     lock.unlock();
 
     Status st;
+    const auto started = std::chrono::steady_clock::now();
     if (!failed) {
       std::vector<DirtyPages> batch(parts.size());
       for (size_t i = 0; i < parts.size(); ++i) parts[i]->TakeDirty(&batch[i]);
@@ -118,6 +134,9 @@ void LogWriter::Run() {
                             "rampd restarts)");
     }
     ++stats_.batches;
+    stats_.busy_us += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                std::chrono::steady_clock::now() - started)
+                                                .count());
     while (!waiters_.empty() && (waiters_.front().ticket <= gen || !failed_.ok())) {
       done.push_back(std::move(waiters_.front()));
       waiters_.pop_front();
@@ -133,12 +152,12 @@ std::string LogWriter::PartitionDir(const PartitionId& id) const {
   return dir_ + "/" + PartitionDirName(id);
 }
 
-Status LogWriter::FileFor(const PartitionId& id, uint32_t segment, File** out,
+Status LogWriter::FileFor(const PartitionId& id, uint32_t segment, SegmentFile** out,
                           std::vector<std::string>* new_dirs) {
   PartitionFiles& pf = files_[id];
   auto it = pf.segments.find(segment);
   if (it != pf.segments.end()) {
-    *out = it->second.get();
+    *out = &it->second;
     return Status::OK();
   }
   const std::string pdir = PartitionDir(id);
@@ -151,11 +170,25 @@ Status LogWriter::FileFor(const PartitionId& id, uint32_t segment, File** out,
   }
   const std::string path = pdir + "/" + SegmentFileName(segment);
   const bool fresh = !env_->Exists(path);
-  std::unique_ptr<File> f;
-  RAMP_RETURN_IF_ERROR(env_->Open(path, true, &f));
+  SegmentFile sf;
+  RAMP_RETURN_IF_ERROR(env_->Open(path, true, &sf.file));
+  RAMP_RETURN_IF_ERROR(sf.file->Size(&sf.allocated));
   if (fresh) new_dirs->push_back(pdir);
-  *out = f.get();
-  pf.segments.emplace(segment, std::move(f));
+  *out = &pf.segments.emplace(segment, std::move(sf)).first->second;
+  return Status::OK();
+}
+
+Status LogWriter::Preallocate(SegmentFile* f, uint64_t end) {
+  if (end <= f->allocated) return Status::OK();
+  constexpr uint64_t kChunk = uint64_t{kPreallocPages} * record::kPageBytes;
+  const uint64_t target = (end + kChunk - 1) / kChunk * kChunk;
+  static const std::string zeros(kChunk, '\0');
+  for (uint64_t at = f->allocated; at < target;) {
+    const uint64_t n = std::min<uint64_t>(kChunk, target - at);
+    RAMP_RETURN_IF_ERROR(f->file->Write(at, zeros.data(), n));
+    at += n;
+  }
+  f->allocated = target;
   return Status::OK();
 }
 
@@ -178,15 +211,17 @@ Status LogWriter::WriteBatch(std::vector<DirtyPages>* batch) {
   for (DirtyPages& d : *batch) {
     if (d.dropped) continue;
     for (const DirtyPage& p : d.pages) {
-      File* f = nullptr;
-      RAMP_RETURN_IF_ERROR(FileFor(d.partition, p.segment, &f, &new_dirs));
-      RAMP_RETURN_IF_ERROR(f->Write(uint64_t{p.page_no - p.segment} * record::kPageBytes,
-                                    p.bytes.data(), p.bytes.size()));
+      SegmentFile* sf = nullptr;
+      RAMP_RETURN_IF_ERROR(FileFor(d.partition, p.segment, &sf, &new_dirs));
+      const uint64_t offset = uint64_t{p.page_no - p.segment} * record::kPageBytes;
+      RAMP_RETURN_IF_ERROR(Preallocate(sf, offset + p.bytes.size()));
+      RAMP_RETURN_IF_ERROR(sf->file->Write(offset, p.bytes.data(), p.bytes.size()));
+      File* f = sf->file.get();
       written.insert(f);
       pages += p.bytes.size() / record::kPageBytes;
     }
   }
-  for (File* f : written) RAMP_RETURN_IF_ERROR(f->Sync());
+  RAMP_RETURN_IF_ERROR(sync_pool_.SyncAll(std::vector<File*>(written.begin(), written.end())));
   std::set<std::string> dirs(new_dirs.begin(), new_dirs.end());
   for (const auto& d : dirs) RAMP_RETURN_IF_ERROR(env_->SyncDir(d));
   // The records compaction relocated are durable now: their old segments may go.
@@ -206,7 +241,8 @@ Status LogWriter::WriteBatch(std::vector<DirtyPages>* batch) {
   for (auto& [id, pf] : files_) open += pf.segments.size();
   if (open > kMaxOpenFiles) {
     for (auto& [id, pf] : files_) {
-      std::erase_if(pf.segments, [&](const auto& e) { return !written.count(e.second.get()); });
+      std::erase_if(pf.segments,
+                    [&](const auto& e) { return !written.count(e.second.file.get()); });
     }
   }
   std::lock_guard lock(mu_);
