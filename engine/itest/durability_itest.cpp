@@ -419,9 +419,10 @@ class BadDataDirTest : public ::testing::Test {
     ASSERT_TRUE(PutAll(*c, 5, {"a", "b", "c"}, "v").ok());
     data_ = cluster_->dir() + "/data0";
   }
-  // Stops the server, runs f on its data directory, starts it again: returns that result.
+  // Stops the server (cleanly: a checkpoint, so the write-ahead log holds nothing that
+  // would repair the damage), runs f on its data directory, starts it again.
   Status RestartAfter(const std::function<void()>& f) {
-    EXPECT_TRUE(cluster_->Kill(0, SIGKILL).ok());
+    EXPECT_TRUE(cluster_->Kill(0, SIGTERM).ok());
     f();
     return cluster_->Restart(0);
   }
@@ -458,12 +459,11 @@ TEST_F(BadDataDirTest, CorruptedPageInTheMiddleIsRefusedWithItsFileAndPage) {
   c.reset();
   std::string victim;
   Status st = RestartAfter([&] {
-    std::string cmd = "ls -S " + data_ + "/p-*/*.seg | head -1";
-    FILE* p = popen(cmd.c_str(), "r");
-    char buf[512] = {0};
-    if (p && fgets(buf, sizeof(buf), p)) victim = buf;
-    if (p) pclose(p);
-    while (!victim.empty() && victim.back() == '\n') victim.pop_back();
+    // The first segment file of the partition of "a" (page 1 of ~15 written).
+    char dir[64];
+    std::snprintf(dir, sizeof(dir), "/p-%016llx-%u/0000000000.seg", 5ull,
+                  BucketOf("a", kDefaultBuckets));
+    victim = data_ + dir;
     std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(8192 + 700);
     f.put('\x42');
@@ -475,13 +475,14 @@ TEST_F(BadDataDirTest, CorruptedPageInTheMiddleIsRefusedWithItsFileAndPage) {
   EXPECT_NE(st.message().find("page 1"), std::string::npos) << st.ToString();
 }
 
-// A small tmpfs as the data directory: the disk fills up under writes. Needs root (mount);
+// A small tmpfs (20 MiB) as the data directory: the disk fills up under writes. Needs root (mount);
 // skipped otherwise, the unit tests cover it with an injected fault.
 TEST(FullDiskTest, FullDiskGivesClearErrorsAndKeepsAcknowledgedCommits) {
   char tmpl[] = "/tmp/ramp-fulldisk-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string mnt = tmpl;
-  if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=1m") != 0) {
+  // Room for the 16 MiB write-ahead log and a few MiB of partition logs.
+  if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=20m") != 0) {
     rmdir(mnt.c_str());
     GTEST_SKIP() << "cannot mount a tmpfs here (not root?): covered by store_durable_test";
   }
@@ -496,7 +497,7 @@ TEST(FullDiskTest, FullDiskGivesClearErrorsAndKeepsAcknowledgedCommits) {
     const std::string value(4000, 'f');
     int acked = 0;
     Status failure;
-    for (int i = 0; i < 1000 && failure.ok(); ++i) {
+    for (int i = 0; i < 5000 && failure.ok(); ++i) {
       failure = PutAll(*c, 9, {"f" + std::to_string(i)}, value);
       if (failure.ok()) ++acked;
     }
@@ -513,7 +514,7 @@ TEST(FullDiskTest, FullDiskGivesClearErrorsAndKeepsAcknowledgedCommits) {
     // tmpfs) and restarts it: everything acknowledged is there.
     EXPECT_TRUE(cluster->running(0));
     ASSERT_TRUE(cluster->Kill(0, SIGKILL).ok());
-    ASSERT_EQ(mount("tmpfs", mnt.c_str(), "tmpfs", MS_REMOUNT, "size=8m"), 0);
+    ASSERT_EQ(mount("tmpfs", mnt.c_str(), "tmpfs", MS_REMOUNT, "size=64m"), 0);
     Status st = cluster->Restart(0);
     ASSERT_TRUE(st.ok()) << st.ToString();
     auto r = OpenClient(*cluster);

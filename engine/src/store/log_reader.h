@@ -12,15 +12,21 @@
 #include "ramp/types.h"
 #include "store/env.h"
 #include "store/log_sink.h"
+#include "store/wal.h"
 
 namespace ramp::store {
 
 struct ReadLogStats {
   uint64_t bytes = 0;        // bytes of pages kept
   uint64_t torn_cut = 0;     // bytes cut from a torn tail
+  uint64_t wal_bytes = 0;    // bytes laid over the segment files from the write-ahead log
 };
 
+// patches: the write-ahead log's entries of this partition, in log order; they are laid
+// over the segment files (creating missing ones) and written back to them (synced) before
+// the pages are checked.
 Status ReadPartitionLog(Env* env, const std::string& dir, const PartitionId& id,
-                        std::vector<LoadedSegment>* out, ReadLogStats* stats);
+                        const std::vector<WalPatch>& patches, std::vector<LoadedSegment>* out,
+                        ReadLogStats* stats);
 
 }  // namespace ramp::store

@@ -22,6 +22,8 @@ class Partition;
 struct DirtyPage {
   uint32_t segment = 0;  // first page of the segment (names the file)
   uint32_t page_no = 0;
+  uint32_t from = 0;  // bytes [32, from) are unchanged since the page was last taken
+  uint32_t used = 0;  // bytes in use (header included)
   std::string bytes;  // run_pages * 8 KiB
 };
 

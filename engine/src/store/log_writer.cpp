@@ -18,7 +18,8 @@ constexpr size_t kMaxOpenFiles = 256;
 constexpr uint32_t kPreallocPages = 32;
 }  // namespace
 
-LogWriter::LogWriter(Env* env, std::string dir) : env_(env), dir_(std::move(dir)) {}
+LogWriter::LogWriter(Env* env, std::string dir, std::unique_ptr<Wal> wal)
+    : env_(env), dir_(std::move(dir)), wal_(std::move(wal)) {}
 
 LogWriter::~LogWriter() { Stop(); }
 
@@ -37,15 +38,23 @@ void LogWriter::Stop() {
     cv_.notify_all();
   }
   if (thread_.joinable()) thread_.join();
+  // A clean stop leaves nothing to replay.
+  if (health().ok() && wal_ != nullptr) {
+    Status st = Checkpoint();
+    if (!st.ok()) RAMP_WARN("final checkpoint: %s", st.ToString().c_str());
+  }
   {
     std::lock_guard lock(mu_);
     if (stats_.batches > 0) {
-      RAMP_INFO("log writer: %llu batches, %llu fdatasyncs, %llu pages written, %.0f us per "
-                "batch on average",
+      RAMP_INFO("log writer: %llu batches, %llu fdatasyncs, %llu pages written, %llu "
+                "checkpoints, %.0f us per batch on average (%.0f in the log's fdatasync)",
                 static_cast<unsigned long long>(stats_.batches),
                 static_cast<unsigned long long>(stats_.syncs),
                 static_cast<unsigned long long>(stats_.pages),
-                static_cast<double>(stats_.busy_us) / static_cast<double>(stats_.batches));
+                static_cast<unsigned long long>(stats_.checkpoints),
+                static_cast<double>(stats_.busy_us) / static_cast<double>(stats_.batches),
+                static_cast<double>(wal_ ? wal_->sync_us() : 0) /
+                    static_cast<double>(stats_.batches));
     }
   }
   // Whatever is still waiting (no thread ever started) learns it will not be durable.
@@ -104,8 +113,19 @@ LogWriter::Stats LogWriter::stats() const {
 void LogWriter::Run() {
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || !dirty_.empty() || !waiters_.empty(); });
-    if (dirty_.empty() && waiters_.empty() && stop_) break;
+    cv_.wait_for(lock, std::chrono::seconds(1),
+                 [&] { return stop_ || !dirty_.empty() || !waiters_.empty(); });
+    if (dirty_.empty() && waiters_.empty()) {
+      if (stop_) break;
+      // Idle: a checkpoint if one is due (compaction's retired files wait for it).
+      if (failed_.ok()) {
+        lock.unlock();
+        Status st = CheckpointDue() ? Checkpoint() : Status::OK();
+        lock.lock();
+        if (!st.ok() && failed_.ok()) failed_ = st.Annotate("checkpoint");
+      }
+      continue;
+    }
     const uint64_t gen = next_gen_++;
     std::vector<std::shared_ptr<Partition>> parts;
     parts.reserve(dirty_.size());
@@ -193,18 +213,44 @@ Status LogWriter::Preallocate(SegmentFile* f, uint64_t end) {
 }
 
 Status LogWriter::WriteBatch(std::vector<DirtyPages>* batch) {
-  // Dropped partitions first: a partition of the same id created since writes afresh.
-  for (DirtyPages& d : *batch) {
-    if (!d.dropped) continue;
-    const std::string pdir = PartitionDir(d.partition);
-    files_.erase(d.partition);
-    std::vector<std::string> names;
-    if (env_->List(pdir, &names).ok()) {
-      for (const auto& n : names) RAMP_RETURN_IF_ERROR(env_->Remove(pdir + "/" + n));
-      RAMP_RETURN_IF_ERROR(env_->RemoveDir(pdir));
-      RAMP_RETURN_IF_ERROR(env_->SyncDir(dir_));
+  // Dropped partitions: a checkpoint first, so that no log entry of theirs is replayed after
+  // their files are gone; a partition of the same id created since writes afresh.
+  bool drops = false;
+  for (DirtyPages& d : *batch) drops = drops || d.dropped;
+  if (drops) {
+    RAMP_RETURN_IF_ERROR(Checkpoint());
+    for (DirtyPages& d : *batch) {
+      if (!d.dropped) continue;
+      const std::string pdir = PartitionDir(d.partition);
+      files_.erase(d.partition);
+      std::erase_if(unsynced_, [&](const auto& e) { return e.first == d.partition; });
+      std::erase_if(retired_, [&](const auto& e) { return e.first == d.partition; });
+      std::vector<std::string> names;
+      if (env_->List(pdir, &names).ok()) {
+        for (const auto& n : names) RAMP_RETURN_IF_ERROR(env_->Remove(pdir + "/" + n));
+        RAMP_RETURN_IF_ERROR(env_->RemoveDir(pdir));
+        RAMP_RETURN_IF_ERROR(env_->SyncDir(dir_));
+      }
     }
   }
+  // The log entries: each page's header and the bytes appended since it was last taken.
+  std::vector<WalPatch> entries;
+  uint64_t entry_bytes = 0;
+  for (const DirtyPages& d : *batch) {
+    if (d.dropped) continue;
+    for (const DirtyPage& p : d.pages) {
+      const uint32_t base = (p.page_no - p.segment) * static_cast<uint32_t>(record::kPageBytes);
+      entries.push_back(WalPatch{d.partition, p.segment, base, p.bytes.substr(0, record::kPageHeaderBytes)});
+      const uint32_t from = std::max<uint32_t>(p.from, record::kPageHeaderBytes);
+      if (p.used > from) {
+        entries.push_back(WalPatch{d.partition, p.segment, base + from, p.bytes.substr(from, p.used - from)});
+      }
+      entry_bytes += p.used + 2 * Wal::kEntryHeaderBytes;
+    }
+  }
+  // A batch larger than what the log holds (huge values): its files are synced directly.
+  const bool direct = entry_bytes > wal_->room() + wal_->used();
+  if (!direct && entry_bytes > wal_->room()) RAMP_RETURN_IF_ERROR(Checkpoint());
   std::set<File*> written;
   std::vector<std::string> new_dirs;
   uint64_t pages = 0;
@@ -216,39 +262,74 @@ Status LogWriter::WriteBatch(std::vector<DirtyPages>* batch) {
       const uint64_t offset = uint64_t{p.page_no - p.segment} * record::kPageBytes;
       RAMP_RETURN_IF_ERROR(Preallocate(sf, offset + p.bytes.size()));
       RAMP_RETURN_IF_ERROR(sf->file->Write(offset, p.bytes.data(), p.bytes.size()));
-      File* f = sf->file.get();
-      written.insert(f);
+      written.insert(sf->file.get());
+      unsynced_.emplace(d.partition, p.segment);
       pages += p.bytes.size() / record::kPageBytes;
     }
+    for (uint32_t s : d.retired_segments) retired_.emplace_back(d.partition, s);
   }
-  RAMP_RETURN_IF_ERROR(sync_pool_.SyncAll(std::vector<File*>(written.begin(), written.end())));
-  std::set<std::string> dirs(new_dirs.begin(), new_dirs.end());
-  for (const auto& d : dirs) RAMP_RETURN_IF_ERROR(env_->SyncDir(d));
-  // The records compaction relocated are durable now: their old segments may go.
-  uint64_t removed = 0;
-  for (DirtyPages& d : *batch) {
-    if (d.dropped || d.retired_segments.empty()) continue;
-    const std::string pdir = PartitionDir(d.partition);
-    PartitionFiles& pf = files_[d.partition];
-    for (uint32_t s : d.retired_segments) {
-      pf.segments.erase(s);
-      RAMP_RETURN_IF_ERROR(env_->Remove(pdir + "/" + SegmentFileName(s)));
-      ++removed;
-    }
-    RAMP_RETURN_IF_ERROR(env_->SyncDir(pdir));
+  new_dirs_.insert(new_dirs.begin(), new_dirs.end());
+  size_t syncs = 0;
+  if (direct) {
+    RAMP_RETURN_IF_ERROR(Checkpoint());  // syncs what was just written, and the directories
+    syncs = written.size();
+  } else if (!entries.empty()) {
+    RAMP_RETURN_IF_ERROR(wal_->Append(entries));
+    syncs = 1;
   }
+  if (CheckpointDue()) RAMP_RETURN_IF_ERROR(Checkpoint());
   size_t open = 0;
   for (auto& [id, pf] : files_) open += pf.segments.size();
   if (open > kMaxOpenFiles) {
     for (auto& [id, pf] : files_) {
-      std::erase_if(pf.segments,
-                    [&](const auto& e) { return !written.count(e.second.file.get()); });
+      std::erase_if(pf.segments, [&](const auto& e) {
+        return !written.count(e.second.file.get()) && !unsynced_.count({id, e.first});
+      });
     }
   }
   std::lock_guard lock(mu_);
   stats_.pages += pages;
-  stats_.syncs += written.size();
+  stats_.syncs += syncs;
+  return Status::OK();
+}
+
+bool LogWriter::CheckpointDue() const {
+  if (wal_->used() > wal_->room()) return true;  // more than half full
+  if (unsynced_.empty() && retired_.empty()) return false;
+  return std::chrono::steady_clock::now() - last_checkpoint_ > std::chrono::seconds(1);
+}
+
+Status LogWriter::Checkpoint() {
+  std::vector<File*> files;
+  for (const auto& [id, segment] : unsynced_) {
+    auto pf = files_.find(id);
+    if (pf == files_.end()) continue;
+    auto sf = pf->second.segments.find(segment);
+    if (sf != pf->second.segments.end()) files.push_back(sf->second.file.get());
+  }
+  RAMP_RETURN_IF_ERROR(sync_pool_.SyncAll(files));
+  for (const auto& d : new_dirs_) RAMP_RETURN_IF_ERROR(env_->SyncDir(d));
+  // Everything the log held is in synced segment files now.
+  RAMP_RETURN_IF_ERROR(wal_->Reset());
+  unsynced_.clear();
+  new_dirs_.clear();
+  last_checkpoint_ = std::chrono::steady_clock::now();
+  std::set<std::string> dirs;
+  uint64_t removed = 0;
+  for (const auto& [id, segment] : retired_) {
+    auto pf = files_.find(id);
+    if (pf != files_.end()) pf->second.segments.erase(segment);
+    const std::string pdir = PartitionDir(id);
+    RAMP_RETURN_IF_ERROR(env_->Remove(pdir + "/" + SegmentFileName(segment)));
+    dirs.insert(pdir);
+    ++removed;
+  }
+  retired_.clear();
+  for (const auto& d : dirs) RAMP_RETURN_IF_ERROR(env_->SyncDir(d));
+  std::lock_guard lock(mu_);
+  stats_.syncs += files.size() + 1;
   stats_.files_removed += removed;
+  stats_.checkpoints++;
   return Status::OK();
 }
 

@@ -1,9 +1,15 @@
 // The group commit (DESIGN §5: "a write is acknowledged after its page is on disk"). Writers
 // append to their partition's log in memory and take a ticket; one flusher thread writes
-// every dirty page of every partition, fdatasyncs the files it wrote, and then completes all
-// tickets taken before it started the batch. While it syncs, new writes queue up for the
-// next batch, so one fdatasync covers many clients. Nobody blocks on the disk: completion
-// is a callback (the server sends its deferred reply from it).
+// every dirty page of every partition to its segment file, appends the changed bytes to the
+// server's write-ahead log (wal.h) and fdatasyncs that one file, then completes all tickets
+// taken before it started the batch. While it syncs, new writes queue up for the next
+// batch, so one fdatasync covers many clients and partitions. Nobody blocks on the disk:
+// completion is a callback (the server sends its deferred reply from it).
+//
+// Checkpoints (when the log is half full, and at least every second while something is
+// pending): the segment files written since the last one are synced, the log starts a new
+// generation, and the files of segments compaction retired are removed (their live records
+// were copied elsewhere and are durable by then).
 //
 // After a failed write or sync the writer stops accepting work (health() is the error):
 // after a failed fdatasync the kernel may have dropped the dirty pages, so retrying could
@@ -11,6 +17,7 @@
 // Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -18,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -27,12 +35,13 @@
 #include "store/env.h"
 #include "store/log_sink.h"
 #include "store/sync_pool.h"
+#include "store/wal.h"
 
 namespace ramp::store {
 
 class LogWriter : public LogSink {
  public:
-  LogWriter(Env* env, std::string dir);
+  LogWriter(Env* env, std::string dir, std::unique_ptr<Wal> wal);
   ~LogWriter() override;
   LogWriter(const LogWriter&) = delete;
   LogWriter& operator=(const LogWriter&) = delete;
@@ -59,6 +68,7 @@ class LogWriter : public LogSink {
     uint64_t syncs = 0;
     uint64_t files_removed = 0;
     uint64_t busy_us = 0;  // time spent writing and syncing
+    uint64_t checkpoints = 0;
   };
   Stats stats() const;
 
@@ -85,6 +95,8 @@ class LogWriter : public LogSink {
   // allocated blocks lets fdatasync skip the file-system journal (the file size does not
   // change), which is most of its cost on ext4.
   Status Preallocate(SegmentFile* f, uint64_t end);
+  Status Checkpoint();
+  bool CheckpointDue() const;
   std::string PartitionDir(const PartitionId& id) const;
 
   Env* const env_;
@@ -102,8 +114,13 @@ class LogWriter : public LogSink {
   std::thread thread_;
 
   // Flusher thread only.
+  std::unique_ptr<Wal> wal_;
   std::map<PartitionId, PartitionFiles> files_;
   SyncPool sync_pool_{3};
+  std::set<std::pair<PartitionId, uint32_t>> unsynced_;         // written since checkpoint
+  std::set<std::string> new_dirs_;                              // to sync at checkpoint
+  std::vector<std::pair<PartitionId, uint32_t>> retired_;       // to remove at checkpoint
+  std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace ramp::store

@@ -90,6 +90,8 @@ class Partition : public std::enable_shared_from_this<Partition> {
   // Rebuilds the partition (pages, index, RAMP state, prepared transactions, decisions)
   // from its log as read back from disk, in page order. Before any other call.
   Status Recover(std::vector<LoadedSegment>* segments);
+  // The sink of a recovered partition (recovery runs before the log writer exists).
+  void SetSink(LogSink* sink) { sink_ = sink; }
 
  private:
   uint64_t now() const { return options_.now_ms(); }
@@ -148,7 +150,7 @@ class Partition : public std::enable_shared_from_this<Partition> {
 
   const PartitionId id_;
   const StoreOptions& options_;
-  LogSink* const sink_;
+  LogSink* sink_;  // set before the partition is shared (SetSink)
   std::atomic<bool> queued_{false};  // reported to the sink and not yet taken
   // Placement epoch, written into records and addresses. Partitions do not move yet; the
   // migration work will make it a member it raises.

@@ -55,8 +55,16 @@ void Partition::TakeDirty(DirtyPages* out) {
   out->partition = id_;
   out->dropped = dropped_;
   if (dropped_) return;
-  log_.TakeUnflushed([&](uint32_t segment, uint32_t page_no, const uint8_t* data, uint32_t run) {
-    out->pages.push_back(DirtyPage{segment, page_no, DiskImage(data, run)});
+  log_.TakeUnflushed([&](uint32_t segment, uint32_t page_no, const uint8_t* data, uint32_t run,
+                         uint32_t from) {
+    DirtyPage d{segment, page_no, from, 0, DiskImage(data, run)};
+    record::PageHeader h;
+    if (record::ReadPageHeader(reinterpret_cast<const uint8_t*>(d.bytes.data()), d.bytes.size(),
+                               &h)
+            .ok()) {
+      d.used = h.used;
+    }
+    out->pages.push_back(std::move(d));
   });
   out->retired_segments = log_.TakeRetired();
 }

@@ -178,6 +178,7 @@ Status PartitionLog::Load(uint32_t first_page, const uint8_t* data, uint32_t pag
   next_page_ = first_page + pages;
   pages_ += pages;
   unflushed_from_ = next_page_;
+  unflushed_offset_ = record::kPageHeaderBytes;
   head_data_ = nullptr;  // appends start on a fresh page
   return Status::OK();
 }

@@ -78,8 +78,9 @@ class PartitionLog {
   // The first page of the segment holding page_no; false when it is not mapped.
   bool SegmentStart(uint32_t page_no, uint32_t* first_page) const;
   bool HasSegment(uint32_t first_page) const { return SegmentOf(first_page) != nullptr; }
-  // Calls f(segment, page_no, data, run_pages) for every mapped page (run) changed since
-  // the last call, in page order; the head page stays pending while it is open.
+  // Calls f(segment, page_no, data, run_pages, from) for every mapped page (run) changed
+  // since the last call, in page order; bytes before `from` (past the page header) did not
+  // change since the last call. The head page stays pending while it is open.
   template <typename F>
   void TakeUnflushed(F&& f);
   // Segments retired since the last call (their files may go once the relocated records
@@ -117,6 +118,8 @@ class PartitionLog {
   record::PageHeader head_;
   uint8_t* head_data_ = nullptr;
   uint32_t unflushed_from_ = 0;    // pages before it are written (durability)
+  // Bytes of page unflushed_from_ written already (records are only appended).
+  uint32_t unflushed_offset_ = record::kPageHeaderBytes;
   std::vector<uint32_t> retired_;  // segments retired and not yet taken
 };
 
@@ -129,11 +132,15 @@ void PartitionLog::TakeUnflushed(F&& f) {
       const uint8_t* data = PageData(s, page);
       record::PageHeader h;
       if (!record::ReadPageHeader(data, size_t{end - page} * record::kPageBytes, &h).ok()) break;
-      if (page >= unflushed_from_) f(s.first_page, page, data, h.run_pages);
+      if (page >= unflushed_from_) {
+        const uint32_t from = page == unflushed_from_ ? unflushed_offset_ : record::kPageHeaderBytes;
+        f(s.first_page, page, data, h.run_pages, from);
+      }
       page += h.run_pages;
     }
   }
   unflushed_from_ = head_data_ != nullptr ? head_.page_no : next_page_;
+  unflushed_offset_ = head_data_ != nullptr ? head_.used : record::kPageHeaderBytes;
 }
 
 template <typename F>

@@ -2,6 +2,8 @@
 #include "store/store.h"
 
 #include <chrono>
+#include <map>
+#include <set>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -13,6 +15,7 @@
 #include "store/log_reader.h"
 #include "store/log_writer.h"
 #include "store/partition.h"
+#include "store/wal.h"
 
 namespace ramp::store {
 namespace {
@@ -22,6 +25,9 @@ namespace {
 constexpr double kCompactionRatio = 0.5;
 // When an allocation failed: compact more eagerly to get memory back.
 constexpr double kReclaimCompactionRatio = 0.75;
+
+// The write-ahead log of the group commit (a checkpoint when half of it is used).
+constexpr uint64_t kWalBytes = uint64_t{16} << 20;
 
 bool OutOfMemory(const Status& s) {
   return s.Is(Status::Code::kNoSpace) || s.Is(Status::Code::kBusy);
@@ -104,28 +110,49 @@ Status Store::Impl::Recover() {
   const auto start = std::chrono::steady_clock::now();
   RAMP_RETURN_IF_ERROR(OpenDataDir(env, options.data_dir,
                                    {.cluster = options.cluster_id, .node = options.node}));
+  std::unique_ptr<Wal> wal;
+  std::vector<WalPatch> entries;
+  RAMP_RETURN_IF_ERROR(Wal::Open(env, options.data_dir + "/wal", kWalBytes, &wal, &entries));
+  std::map<PartitionId, std::vector<WalPatch>> patches;
+  for (WalPatch& w : entries) patches[w.partition].push_back(std::move(w));
+  entries.clear();
   std::vector<std::string> names;
   RAMP_RETURN_IF_ERROR(env->List(options.data_dir, &names));
-  log = std::make_unique<LogWriter>(env, options.data_dir);
+  std::set<PartitionId> ids;
   for (const auto& n : names) {
     PartitionId id;
-    if (!ParsePartitionDirName(n, &id)) continue;
+    if (ParsePartitionDirName(n, &id)) ids.insert(id);
+  }
+  for (const auto& [id, list] : patches) ids.insert(id);
+  for (const PartitionId& id : ids) {
     std::vector<LoadedSegment> segments;
     ReadLogStats rs;
-    RAMP_RETURN_IF_ERROR(
-        ReadPartitionLog(env, options.data_dir + "/" + n, id, &segments, &rs));
-    auto p = std::make_shared<Partition>(id, arena.get(), options, log.get());
+    static const std::vector<WalPatch> kNone;
+    auto pw = patches.find(id);
+    RAMP_RETURN_IF_ERROR(ReadPartitionLog(env, options.data_dir + "/" + PartitionDirName(id), id,
+                                          pw == patches.end() ? kNone : pw->second, &segments,
+                                          &rs));
+    recovery.wal_bytes += rs.wal_bytes;
+    // No sink yet: recovery appends nothing; the writer exists once the log is replayed.
+    auto p = std::make_shared<Partition>(id, arena.get(), options, nullptr);
     RAMP_RETURN_IF_ERROR(p->Recover(&segments));
     partitions[id] = std::move(p);
     recovery.partitions++;
     recovery.bytes += rs.bytes;
     recovery.torn_cut += rs.torn_cut;
   }
+  // What the log held is in the segment files now (synced): it starts over.
+  RAMP_RETURN_IF_ERROR(env->SyncDir(options.data_dir));
+  RAMP_RETURN_IF_ERROR(wal->Reset());
+  log = std::make_unique<LogWriter>(env, options.data_dir, std::move(wal));
+  for (auto& [id, p] : partitions) p->SetSink(log.get());
   recovery.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  RAMP_INFO("recovered %llu partitions (%.1f MiB of log) from %s in %.3f s",
+  RAMP_INFO("recovered %llu partitions (%.1f MiB of log, %.1f KiB from the write-ahead log) "
+            "from %s in %.3f s",
             static_cast<unsigned long long>(recovery.partitions),
-            static_cast<double>(recovery.bytes) / (1 << 20), options.data_dir.c_str(),
+            static_cast<double>(recovery.bytes) / (1 << 20),
+            static_cast<double>(recovery.wal_bytes) / 1024, options.data_dir.c_str(),
             recovery.seconds);
   log->Start();
   return Status::OK();

@@ -178,6 +178,7 @@ class Store {
     uint64_t partitions = 0;
     uint64_t bytes = 0;
     uint64_t torn_cut = 0;
+    uint64_t wal_bytes = 0;
     double seconds = 0;
   };
   RecoveryStats recovery() const;
