@@ -25,7 +25,7 @@ PG_CONFIG ?= pg_config
 # The extension links the Release libraries (a sanitizer build cannot load into PostgreSQL).
 RELEASE_BUILD_DIR := build
 
-.PHONY: all deps cmake-configure cmake-build check unit-check fuzz-smoke demo clean install \
+.PHONY: soak all deps cmake-configure cmake-build check unit-check fuzz-smoke demo clean install \
 	release-libs extension extension-install regress
 
 all: cmake-build extension
@@ -69,6 +69,10 @@ regress: extension-install release-libs
 
 check: unit-check fuzz-smoke regress
 	@echo "make check: all suites passed"
+
+# Update-heavy soak of durable servers (10 minutes; disk usage must stay bounded).
+soak: cmake-build
+	bench/soak/run
 
 demo: cmake-build
 	bench/transport/run --quick
