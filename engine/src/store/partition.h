@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "common/record.h"
@@ -152,6 +153,8 @@ class Partition : public std::enable_shared_from_this<Partition> {
   const StoreOptions& options_;
   LogSink* sink_;  // set before the partition is shared (SetSink)
   std::atomic<bool> queued_{false};  // reported to the sink and not yet taken
+  // Recovery only: every decision found in the log (Recover's first pass).
+  std::unordered_map<Timestamp, TxnState, TimestampHash> replay_decided_;
   // Placement epoch, written into records and addresses. Partitions do not move yet; the
   // migration work will make it a member it raises.
   const uint32_t epoch_ = 0;

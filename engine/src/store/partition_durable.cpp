@@ -107,9 +107,19 @@ Status Partition::Recover(std::vector<LoadedSegment>* segments) {
                                    reinterpret_cast<const uint8_t*>(s.bytes.data()),
                                    static_cast<uint32_t>(s.bytes.size() / record::kPageBytes)));
   }
+  // First the decisions, so that versions of decided transactions (nearly all of them) go
+  // straight to their final state instead of through the prepared bookkeeping.
+  for (const LoadedSegment& s : *segments) {
+    log_.ForEachRecord(s.first_page, [&](Loc, uint8_t* rec) {
+      const record::RecordView v = record::PeekRecord(rec);
+      if (v.kind == record::kKindCommitMark) replay_decided_.emplace(v.ts, TxnState::kCommitted);
+      if (v.kind == record::kKindAbortMark) replay_decided_.emplace(v.ts, TxnState::kAborted);
+    });
+  }
   for (const LoadedSegment& s : *segments) {
     log_.ForEachRecord(s.first_page, [&](Loc loc, uint8_t* rec) { Replay(loc, rec); });
   }
+  replay_decided_.clear();
   segments->clear();
   return Status::OK();
 }
@@ -123,6 +133,19 @@ void Partition::Replay(Loc loc, const uint8_t* rec) {
       KeySlot* slot = FindKey(hash, view.key);
       // A copy compaction made of a record whose original is still on disk.
       if (HasVersion(slot, ts)) return;
+      auto final_state = replay_decided_.find(ts);
+      if (slot == nullptr && final_state != replay_decided_.end() &&
+          final_state->second == TxnState::kCommitted) {
+        // The first version of a key, committed: it becomes the current version directly.
+        slot = index_.Insert(hash);
+        if (view.grouped()) grouped_keys_.emplace(view.key);
+        slot->current = loc;
+        log_.AddLive(loc, view.total_len);
+        ++versions_;
+        if (view.tombstone()) ExtraOf(slot).tombstone_since_ms = now();
+        RefreshValidBit(slot);
+        return;
+      }
       const TxnState decided = txns_.Decided(ts);
       if (decided == TxnState::kAborted) return;
       if (decided == TxnState::kCommitted) {
