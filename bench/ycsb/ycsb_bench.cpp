@@ -262,6 +262,17 @@ int main(int argc, char** argv) {
                 p.distribution.c_str(), p.read_pct, p.txn_size, cfg.durable ? " durable" : "",
                 p.tps, static_cast<unsigned long long>(p.aborts));
     std::printf("RESULT ycsb_point_tps %.0f\n", p.tps);
+    if (cfg.durable) {
+      // What the group commit did on each server (logged when it stops).
+      for (int n = 0; n < cluster->size(); n++) {
+        (void)cluster->Kill(n, SIGTERM);
+        const std::string log = cluster->ReadLog(n);
+        const size_t at = log.rfind("log writer:");
+        if (at != std::string::npos) {
+          std::printf("node %d %s\n", n, log.substr(at, log.find('\n', at) - at).c_str());
+        }
+      }
+    }
     return 0;
   }
   for (const auto& m : kModes) {
