@@ -333,7 +333,7 @@ TEST_F(StoreDurableTest, CompactionRemovesFilesAndKeepsLiveVersionsAndDecisions)
   }
   // One transaction stays prepared in an old segment; one is aborted.
   ASSERT_TRUE(Prepare(Ts(100000), Part(), "pending", "p").ok());
-  ASSERT_TRUE(store_->SyncLog().ok());
+  Reopen();  // a checkpoint: the segment files are written
   const size_t before = Segments().size();
   ASSERT_GE(before, 3u);
   for (int round = 200; round < 400; ++round) {

@@ -16,6 +16,8 @@ namespace {
 constexpr size_t kMaxOpenFiles = 256;
 // Segment files grow by this many zeroed pages at a time (a quarter of a segment).
 constexpr uint32_t kPreallocPages = 32;
+// Page images waiting for the next checkpoint: past this, a checkpoint is due.
+constexpr uint64_t kMaxPendingBytes = uint64_t{64} << 20;
 }  // namespace
 
 LogWriter::LogWriter(Env* env, std::string dir, std::unique_ptr<Wal> wal)
@@ -218,12 +220,16 @@ Status LogWriter::WriteBatch(std::vector<DirtyPages>* batch) {
   bool drops = false;
   for (DirtyPages& d : *batch) drops = drops || d.dropped;
   if (drops) {
+    for (DirtyPages& d : *batch) {
+      if (!d.dropped) continue;
+      images_.erase(images_.lower_bound(ImageKey{d.partition, 0, 0}),
+                    images_.lower_bound(ImageKey{d.partition, UINT32_MAX, UINT32_MAX}));
+    }
     RAMP_RETURN_IF_ERROR(Checkpoint());
     for (DirtyPages& d : *batch) {
       if (!d.dropped) continue;
       const std::string pdir = PartitionDir(d.partition);
       files_.erase(d.partition);
-      std::erase_if(unsynced_, [&](const auto& e) { return e.first == d.partition; });
       std::erase_if(retired_, [&](const auto& e) { return e.first == d.partition; });
       std::vector<std::string> names;
       if (env_->List(pdir, &names).ok()) {
@@ -240,53 +246,42 @@ Status LogWriter::WriteBatch(std::vector<DirtyPages>* batch) {
     if (d.dropped) continue;
     for (const DirtyPage& p : d.pages) {
       const uint32_t base = (p.page_no - p.segment) * static_cast<uint32_t>(record::kPageBytes);
-      entries.push_back(WalPatch{d.partition, p.segment, base, p.bytes.substr(0, record::kPageHeaderBytes)});
+      entries.push_back(
+          WalPatch{d.partition, p.segment, base, p.bytes.substr(0, record::kPageHeaderBytes)});
       const uint32_t from = std::max<uint32_t>(p.from, record::kPageHeaderBytes);
       if (p.used > from) {
-        entries.push_back(WalPatch{d.partition, p.segment, base + from, p.bytes.substr(from, p.used - from)});
+        entries.push_back(WalPatch{d.partition, p.segment, base + from,
+                                   p.bytes.substr(from, p.used - from)});
       }
-      entry_bytes += p.used + 2 * Wal::kEntryHeaderBytes;
+      entry_bytes += 2 * Wal::kEntryHeaderBytes + record::kPageHeaderBytes +
+                     (p.used > from ? p.used - from : 0);
     }
   }
   // A batch larger than what the log holds (huge values): its files are synced directly.
   const bool direct = entry_bytes > wal_->room() + wal_->used();
   if (!direct && entry_bytes > wal_->room()) RAMP_RETURN_IF_ERROR(Checkpoint());
-  std::set<File*> written;
-  std::vector<std::string> new_dirs;
+  // The full pages go to the segment files at the next checkpoint only: a head page changes
+  // in many batches and is written once, and the disk is left to the log's syncs.
   uint64_t pages = 0;
   for (DirtyPages& d : *batch) {
     if (d.dropped) continue;
-    for (const DirtyPage& p : d.pages) {
-      SegmentFile* sf = nullptr;
-      RAMP_RETURN_IF_ERROR(FileFor(d.partition, p.segment, &sf, &new_dirs));
-      const uint64_t offset = uint64_t{p.page_no - p.segment} * record::kPageBytes;
-      RAMP_RETURN_IF_ERROR(Preallocate(sf, offset + p.bytes.size()));
-      RAMP_RETURN_IF_ERROR(sf->file->Write(offset, p.bytes.data(), p.bytes.size()));
-      written.insert(sf->file.get());
-      unsynced_.emplace(d.partition, p.segment);
+    for (DirtyPage& p : d.pages) {
       pages += p.bytes.size() / record::kPageBytes;
+      pending_bytes_ += p.bytes.size();
+      auto [it, fresh] = images_.try_emplace(ImageKey{d.partition, p.segment, p.page_no});
+      if (!fresh) pending_bytes_ -= it->second.size();
+      it->second = std::move(p.bytes);
     }
     for (uint32_t s : d.retired_segments) retired_.emplace_back(d.partition, s);
   }
-  new_dirs_.insert(new_dirs.begin(), new_dirs.end());
   size_t syncs = 0;
   if (direct) {
-    RAMP_RETURN_IF_ERROR(Checkpoint());  // syncs what was just written, and the directories
-    syncs = written.size();
+    RAMP_RETURN_IF_ERROR(Checkpoint());  // writes and syncs the pages just taken
   } else if (!entries.empty()) {
     RAMP_RETURN_IF_ERROR(wal_->Append(entries));
     syncs = 1;
   }
   if (CheckpointDue()) RAMP_RETURN_IF_ERROR(Checkpoint());
-  size_t open = 0;
-  for (auto& [id, pf] : files_) open += pf.segments.size();
-  if (open > kMaxOpenFiles) {
-    for (auto& [id, pf] : files_) {
-      std::erase_if(pf.segments, [&](const auto& e) {
-        return !written.count(e.second.file.get()) && !unsynced_.count({id, e.first});
-      });
-    }
-  }
   std::lock_guard lock(mu_);
   stats_.pages += pages;
   stats_.syncs += syncs;
@@ -295,24 +290,36 @@ Status LogWriter::WriteBatch(std::vector<DirtyPages>* batch) {
 
 bool LogWriter::CheckpointDue() const {
   if (wal_->used() > wal_->room()) return true;  // more than half full
-  if (unsynced_.empty() && retired_.empty()) return false;
+  if (pending_bytes_ > kMaxPendingBytes) return true;
+  if (images_.empty() && retired_.empty()) return false;
   return std::chrono::steady_clock::now() - last_checkpoint_ > std::chrono::seconds(1);
 }
 
 Status LogWriter::Checkpoint() {
-  std::vector<File*> files;
-  for (const auto& [id, segment] : unsynced_) {
-    auto pf = files_.find(id);
-    if (pf == files_.end()) continue;
-    auto sf = pf->second.segments.find(segment);
-    if (sf != pf->second.segments.end()) files.push_back(sf->second.file.get());
+  // Pages of segments about to be removed need not be written.
+  for (const auto& [id, segment] : retired_) {
+    auto lo = images_.lower_bound(ImageKey{id, segment, 0});
+    auto hi = images_.lower_bound(ImageKey{id, segment + 1, 0});
+    images_.erase(lo, hi);
   }
-  RAMP_RETURN_IF_ERROR(sync_pool_.SyncAll(files));
-  for (const auto& d : new_dirs_) RAMP_RETURN_IF_ERROR(env_->SyncDir(d));
+  std::set<File*> written;
+  std::vector<std::string> new_dirs;
+  for (const auto& [key, bytes] : images_) {
+    SegmentFile* sf = nullptr;
+    RAMP_RETURN_IF_ERROR(FileFor(key.partition, key.segment, &sf, &new_dirs));
+    const uint64_t offset = uint64_t{key.page_no - key.segment} * record::kPageBytes;
+    RAMP_RETURN_IF_ERROR(Preallocate(sf, offset + bytes.size()));
+    RAMP_RETURN_IF_ERROR(sf->file->Write(offset, bytes.data(), bytes.size()));
+    written.insert(sf->file.get());
+  }
+  RAMP_RETURN_IF_ERROR(sync_pool_.SyncAll(std::vector<File*>(written.begin(), written.end())));
+  std::set<std::string> dirs_made(new_dirs.begin(), new_dirs.end());
+  for (const auto& d : dirs_made) RAMP_RETURN_IF_ERROR(env_->SyncDir(d));
+  const size_t synced_files = written.size();
+  images_.clear();
+  pending_bytes_ = 0;
   // Everything the log held is in synced segment files now.
   RAMP_RETURN_IF_ERROR(wal_->Reset());
-  unsynced_.clear();
-  new_dirs_.clear();
   last_checkpoint_ = std::chrono::steady_clock::now();
   std::set<std::string> dirs;
   uint64_t removed = 0;
@@ -326,8 +333,12 @@ Status LogWriter::Checkpoint() {
   }
   retired_.clear();
   for (const auto& d : dirs) RAMP_RETURN_IF_ERROR(env_->SyncDir(d));
+  // Segment files stay open between checkpoints, up to a bound.
+  size_t open = 0;
+  for (auto& [id, pf] : files_) open += pf.segments.size();
+  if (open > kMaxOpenFiles) files_.clear();
   std::lock_guard lock(mu_);
-  stats_.syncs += files.size() + 1;
+  stats_.syncs += synced_files + 1;
   stats_.files_removed += removed;
   stats_.checkpoints++;
   return Status::OK();

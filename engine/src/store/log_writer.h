@@ -1,13 +1,14 @@
 // The group commit (DESIGN §5: "a write is acknowledged after its page is on disk"). Writers
 // append to their partition's log in memory and take a ticket; one flusher thread writes
-// every dirty page of every partition to its segment file, appends the changed bytes to the
-// server's write-ahead log (wal.h) and fdatasyncs that one file, then completes all tickets
+// the changed bytes of every dirty page of every partition to the server's write-ahead log
+// (wal.h) and fdatasyncs that one file, then completes all tickets
 // taken before it started the batch. While it syncs, new writes queue up for the next
 // batch, so one fdatasync covers many clients and partitions. Nobody blocks on the disk:
 // completion is a callback (the server sends its deferred reply from it).
 //
 // Checkpoints (when the log is half full, and at least every second while something is
-// pending): the segment files written since the last one are synced, the log starts a new
+// pending): the latest image of every page changed since the last one is written to its
+// segment file (once, however many batches changed it), the files are synced, the log starts a new
 // generation, and the files of segments compaction retired are removed (their live records
 // were copied elsewhere and are durable by then).
 //
@@ -117,9 +118,17 @@ class LogWriter : public LogSink {
   std::unique_ptr<Wal> wal_;
   std::map<PartitionId, PartitionFiles> files_;
   SyncPool sync_pool_{3};
-  std::set<std::pair<PartitionId, uint32_t>> unsynced_;         // written since checkpoint
-  std::set<std::string> new_dirs_;                              // to sync at checkpoint
-  std::vector<std::pair<PartitionId, uint32_t>> retired_;       // to remove at checkpoint
+  // The latest image of every page changed since the last checkpoint (written to the
+  // segment files at the checkpoint; the log holds their changes until then).
+  struct ImageKey {
+    PartitionId partition;
+    uint32_t segment = 0;
+    uint32_t page_no = 0;
+    auto operator<=>(const ImageKey&) const = default;
+  };
+  std::map<ImageKey, std::string> images_;
+  uint64_t pending_bytes_ = 0;
+  std::vector<std::pair<PartitionId, uint32_t>> retired_;  // to remove at checkpoint
   std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
 };
 
