@@ -27,7 +27,7 @@ RELEASE_BUILD_DIR := build
 
 DEMO_ARGS ?=
 
-.PHONY: all deps cmake-configure cmake-build check unit-check fuzz-smoke demo clean install \
+.PHONY: soak all deps cmake-configure cmake-build check unit-check fuzz-smoke demo clean install \
 	release-libs extension extension-install regress
 
 all: cmake-build extension
@@ -72,6 +72,10 @@ regress: extension-install release-libs
 
 check: unit-check fuzz-smoke regress
 	@echo "make check: all suites passed"
+
+# Update-heavy soak of durable servers (10 minutes; disk usage must stay bounded).
+soak: cmake-build
+	bench/soak/run
 
 # The main job: scripts/demo.sh builds and installs what it needs itself.
 demo: deps

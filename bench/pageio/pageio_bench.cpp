@@ -95,7 +95,7 @@ std::unique_ptr<Client> Open(const testing::TestCluster& c, Provider p) {
 void StartServer(const Config& cfg, size_t data_mb, std::vector<std::string> args, Server* s) {
   testing::TestClusterOptions o;
   o.nodes = 1;
-  o.data = true;
+  o.page_files = true;
   o.memory_mb = static_cast<int>(data_mb * 2 + 128);
   o.workers = 1;
   args.push_back("--page-direct-io");
@@ -143,7 +143,7 @@ void StartServer(const Config& cfg, size_t data_mb, std::vector<std::string> arg
     for (uint32_t p = 0; p + 2 < s->parts[b].page_count; p++) {
       s->pages.push_back({{kKs, b}, p, s->parts[b].epoch, 8192});
     }
-    s->files.push_back(s->cluster->dir() + "/data0/pages/" + std::to_string(kKs) + "-" +
+    s->files.push_back(s->cluster->dir() + "/pages0/" + std::to_string(kKs) + "-" +
                        std::to_string(b) + ".pages");
   }
 }
@@ -549,7 +549,7 @@ int main(int argc, char** argv) {
         q3_trace.push_back(p);
       }
       for (uint32_t b = 0; b < kBuckets; b++) {
-        q3_files.push_back(q.cluster->dir() + "/data0/pages/" + std::to_string(ks) + "-" +
+        q3_files.push_back(q.cluster->dir() + "/pages0/" + std::to_string(ks) + "-" +
                            std::to_string(b) + ".pages");
       }
       q3_ks.push_back(ks);

@@ -55,6 +55,10 @@ struct Config {
   int measure_ms = 3000;
   bool quick = false;
   std::string csv = "bench/results/ycsb.csv";
+  // --durable: servers get data directories (group commit, replies after fdatasync).
+  bool durable = false;
+  // --point MODE:DIST:READPCT:SIZE measures that one point only (bench/durability/run).
+  std::string point;
 };
 
 struct Point {
@@ -202,8 +206,14 @@ int main(int argc, char** argv) {
       cfg.measure_ms = std::atoi(argv[++i]);
     } else if (a == "--threads" && i + 1 < argc) {
       cfg.threads = std::atoi(argv[++i]);
+    } else if (a == "--durable") {
+      cfg.durable = true;
+    } else if (a == "--point" && i + 1 < argc) {
+      cfg.point = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: ycsb_bench [--quick] [--csv FILE] [--measure-ms N] [--threads N]\n");
+      std::fprintf(stderr,
+                   "usage: ycsb_bench [--quick] [--csv FILE] [--measure-ms N] [--threads N]\n"
+                   "                  [--durable] [--point MODE:DIST:READPCT:SIZE]\n");
       return 2;
     }
   }
@@ -214,6 +224,7 @@ int main(int argc, char** argv) {
   // grace with room to spare, or compaction runs all the time and skews later modes.
   co.memory_mb = 1024;
   co.extra_args = {"--gc-grace-ms", "1000"};
+  co.data = cfg.durable;
   std::unique_ptr<testing::TestCluster> cluster;
   Status st = testing::TestCluster::Start(co, &cluster);
   if (!st.ok()) {
@@ -232,6 +243,38 @@ int main(int argc, char** argv) {
   const std::vector<int> sizes = cfg.quick ? std::vector<int>{1, 4, 16} : std::vector<int>{1, 2, 4, 8, 16};
   const std::vector<int> ratios = cfg.quick ? std::vector<int>{0, 50, 95, 100}
                                             : std::vector<int>{0, 25, 50, 75, 95, 100};
+  if (!cfg.point.empty()) {
+    char mode[32] = {0}, dist[16] = {0};
+    int r = 0, t = 0;
+    const Mode* found = nullptr;
+    if (std::sscanf(cfg.point.c_str(), "%31[^:]:%15[^:]:%d:%d", mode, dist, &r, &t) == 4) {
+      for (const auto& m : kModes) {
+        if (std::strcmp(m.name, mode) == 0) found = &m;
+      }
+    }
+    if (found == nullptr) {
+      std::fprintf(stderr, "ycsb: bad --point '%s'\n", cfg.point.c_str());
+      return 2;
+    }
+    Point p{found, dist, r, t};
+    RunPoint(*cluster, cfg, &p);
+    std::printf("%-14s %-8s read %3d%% size %2d%s: %10.0f txn/s (aborts %llu)\n", p.mode->name,
+                p.distribution.c_str(), p.read_pct, p.txn_size, cfg.durable ? " durable" : "",
+                p.tps, static_cast<unsigned long long>(p.aborts));
+    std::printf("RESULT ycsb_point_tps %.0f\n", p.tps);
+    if (cfg.durable) {
+      // What the group commit did on each server (logged when it stops).
+      for (int n = 0; n < cluster->size(); n++) {
+        (void)cluster->Kill(n, SIGTERM);
+        const std::string log = cluster->ReadLog(n);
+        const size_t at = log.rfind("log writer:");
+        if (at != std::string::npos) {
+          std::printf("node %d %s\n", n, log.substr(at, log.find('\n', at) - at).c_str());
+        }
+      }
+    }
+    return 0;
+  }
   for (const auto& m : kModes) {
     for (int s : sizes) points.push_back(Point{&m, "uniform", 95, s});
     for (int r : ratios) points.push_back(Point{&m, "uniform", r, 8});

@@ -86,7 +86,7 @@ class PageIoTest : public ::testing::TestWithParam<Provider> {
   static void SetUpTestSuite() {
     TestClusterOptions o;
     o.nodes = 2;
-    o.data = true;  // page files
+    o.page_files = true;
     Status st = TestCluster::Start(o, &cluster_);
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
@@ -382,7 +382,7 @@ INSTANTIATE_TEST_SUITE_P(Providers, PageIoTest, ::testing::Values(Provider::kShm
 TEST(PageScanGcTest, ScanAfterDeletesGcAndCompaction) {
   TestClusterOptions o;
   o.nodes = 1;
-  o.data = true;
+  o.page_files = true;
   o.extra_args = {"--gc-grace-ms=20"};
   std::unique_ptr<TestCluster> cluster;
   Status st = TestCluster::Start(o, &cluster);
@@ -428,7 +428,7 @@ TEST(PageScanGcTest, ScanAfterDeletesGcAndCompaction) {
 TEST(PageBudgetTest, DataLargerThanServerMemoryIsServed) {
   TestClusterOptions o;
   o.nodes = 1;
-  o.data = true;
+  o.page_files = true;
   o.memory_mb = 48;  // the whole page memory of the server
   // Evicted frames are reused after the grace: short, so that loading can go on.
   o.extra_args = {"--memory-budget-mb=8", "--gc-grace-ms=50"};
@@ -477,7 +477,7 @@ class PageFaultTest : public ::testing::TestWithParam<std::vector<std::string>> 
 TEST_P(PageFaultTest, DiskErrorsAreReportedNeverReturnedAsData) {
   TestClusterOptions o;
   o.nodes = 1;
-  o.data = true;
+  o.page_files = true;
   o.extra_args = GetParam();
   std::unique_ptr<TestCluster> cluster;
   Status st = TestCluster::Start(o, &cluster);

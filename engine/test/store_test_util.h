@@ -40,7 +40,8 @@ class StoreTest : public ::testing::Test {
   void Open() {
     store_.reset();
     options_.now_ms = [this] { return now_.load(); };
-    ASSERT_TRUE(Store::Open(options_, transport::Memory::Create(), &store_).ok());
+    Status st = Store::Open(options_, transport::Memory::Create(), &store_);
+    ASSERT_TRUE(st.ok()) << st.ToString();
   }
 
   // PREPARE of one item; the strings must outlive nothing (the store copies them).

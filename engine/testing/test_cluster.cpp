@@ -17,7 +17,9 @@
 
 namespace ramp::testing {
 
-const char* RampdPath() { return RAMPD_PATH; }
+const char* RampdPath() {
+  return RAMPD_PATH;
+}
 
 namespace {
 
@@ -70,6 +72,7 @@ Status TestCluster::Start(const TestClusterOptions& options, std::unique_ptr<Tes
     n.shm.provider = transport::Provider::kShm;
     n.shm.path = c->dir_ + "/node" + std::to_string(i) + ".sock";
     if (options.data) n.data_dir = c->dir_ + "/data" + std::to_string(i);
+    if (options.page_files) n.page_dir = c->dir_ + "/pages" + std::to_string(i);
     cluster += "node " + n.tcp.ToString() + (options.shm ? " " + n.shm.ToString() : "") + "\n";
     c->nodes_.push_back(n);
   }
@@ -115,6 +118,13 @@ Status TestCluster::Launch(int node) {
     args.push_back("--data");
     args.push_back(n.data_dir);
   }
+  if (!n.page_dir.empty()) {
+    if (mkdir(n.page_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      return Status::FromErrno("mkdir " + n.page_dir, errno);
+    }
+    args.push_back("--page-dir");
+    args.push_back(n.page_dir);
+  }
   for (const auto& a : options_.extra_args) args.push_back(a);
   // Each (re)start appends to the node's log; WaitReady counts "ready" lines.
   const std::string log = log_path(node);
@@ -144,14 +154,16 @@ Status TestCluster::WaitReady(int node, int timeout_ms) {
   while (std::chrono::steady_clock::now() < deadline) {
     std::string log = ReadLog(node);
     int ready = 0;
-    for (size_t at = log.find(" INFO: ready\n"); at != std::string::npos; at = log.find(" INFO: ready\n", at + 1)) {
+    for (size_t at = log.find(" INFO: ready\n"); at != std::string::npos;
+         at = log.find(" INFO: ready\n", at + 1)) {
       ready++;
     }
     if (ready >= want) return Status::OK();
     int status = 0;
     if (waitpid(n.pid, &status, WNOHANG) == n.pid) {
       n.pid = -1;
-      return Status::Unavailable("rampd node " + std::to_string(node) + " exited at start:\n" + log);
+      return Status::Unavailable("rampd node " + std::to_string(node) + " exited at start:\n" +
+                                 log);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -200,8 +212,10 @@ TestCluster::~TestCluster() {
     bool gone = false;
     for (int i = 0; i < 200 && !gone; i++) {
       int status = 0;
-      if (waitpid(n.pid, &status, WNOHANG) == n.pid) gone = true;
-      else std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (waitpid(n.pid, &status, WNOHANG) == n.pid)
+        gone = true;
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     if (!gone) {
       kill(n.pid, SIGKILL);

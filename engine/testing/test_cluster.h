@@ -21,7 +21,8 @@ struct TestClusterOptions {
   std::string token = "integration-test-token";
   int memory_mb = 64;
   int workers = 1;
-  bool data = false;  // give every node a data directory
+  bool data = false;        // give every node a data directory (durable servers)
+  bool page_files = false;  // give every node a page-file directory (remote page I/O)
   std::vector<std::string> extra_args;
 };
 
@@ -54,6 +55,7 @@ class TestCluster {
     transport::Endpoint tcp;
     transport::Endpoint shm;
     std::string data_dir;
+    std::string page_dir;
     pid_t pid = -1;
     int restarts = 0;
   };

@@ -25,18 +25,23 @@ Serves pg_ramp partitions: RAMP-Fast transactions, one-sided reads, page I/O.
   --node N            this server's index in the cluster file (default: found by endpoint)
   --token-file FILE   the cluster token; peers must prove they know it. Required unless
                       every listen endpoint is on loopback or a unix socket.
-  --data DIR          data directory
+  --data DIR          data directory: the partitions' logs live there and every write is
+                      acknowledged once it is on disk (group commit); a restart recovers
+                      from it. Without it the server keeps everything in memory only.
   --workers N         worker threads (default 2)
   --memory-mb N       page memory in MiB (default 1024)
   --ring-kb N         receive ring size per connection in KiB (default 1024)
   --gc-grace-ms N     how long overwritten versions stay readable (default 5000)
+  --txn-timeout-ms N  a transaction left prepared this long is resolved by the servers
+                      (termination protocol; default 30000, must exceed client timeouts)
   --max-connections N (default 1024)
   --max-value-kb N    largest value accepted (default 32768)
-  --page-dir DIR      page files of remote page I/O (default DATA/pages with --data; none
-                      without: every page is then served from memory)
+  --page-dir DIR      page files of remote page I/O (default none: every page is served
+                      from memory)
   --memory-budget-mb N  pages kept in memory at most (at most half of --memory-mb; needs
-                      page files): complete pages beyond it live only on disk and are read
-                      back when needed, so data sets larger than the budget are served
+                      --page-dir, not with --data yet): complete pages beyond it live only
+                      on disk and are read back when needed, so data sets larger than the
+                      budget are served
   --io-workers N      static I/O worker threads of the page-read service (default 2)
   --page-io MODE      static (default) or per-request (a thread per batch: benchmark baseline)
   --page-direct-io    read page files with O_DIRECT (bypass the page cache)
@@ -63,8 +68,8 @@ int main(int argc, char** argv) {
   using namespace ramp;
   tools::Flags flags(
       {"listen", "cluster", "node", "token-file", "data", "workers", "memory-mb", "ring-kb",
-       "gc-grace-ms", "max-connections", "max-value-kb", "log-level", "config", "page-dir",
-       "memory-budget-mb", "io-workers", "page-io", "debug-page-fault"},
+       "gc-grace-ms", "txn-timeout-ms", "max-connections", "max-value-kb", "log-level", "config",
+       "page-dir", "memory-budget-mb", "io-workers", "page-io", "debug-page-fault"},
       {"help", "page-direct-io", "no-io-uring"});
   Status st = flags.Parse(argc, argv);
   if (!st.ok()) return Fail(st);
@@ -109,13 +114,23 @@ int main(int argc, char** argv) {
   o.ring_bytes = static_cast<size_t>(v) << 10;
   if (!(st = flags.GetInt("gc-grace-ms", 5000, 10, 3600000, &v)).ok()) return Fail(st);
   o.gc_grace_ms = static_cast<int>(v);
+  if (!(st = flags.GetInt("txn-timeout-ms", 30000, 100, 3600000, &v)).ok()) return Fail(st);
+  o.txn_timeout_ms = static_cast<int>(v);
   if (!(st = flags.GetInt("max-connections", 1024, 1, 1 << 20, &v)).ok()) return Fail(st);
   o.limits.max_connections = static_cast<size_t>(v);
   if (!(st = flags.GetInt("max-value-kb", 32768, 1, 1 << 20, &v)).ok()) return Fail(st);
   o.limits.max_value_bytes = static_cast<size_t>(v) << 10;
   o.data_dir = flags.Get("data");
-  o.page_dir = flags.Get("page-dir", o.data_dir.empty() ? "" : o.data_dir + "/pages");
+  o.page_dir = flags.Get("page-dir");
   if (flags.Has("memory-budget-mb")) {
+    // The budget evicts complete pages to the page files of remote page I/O; the durable
+    // log keeps its own segment files, written at checkpoints from the pages in memory.
+    // The two are not joined yet: a durable server keeps every page in memory.
+    if (!o.data_dir.empty()) {
+      return Fail(Status::InvalidArgument(
+          "--memory-budget-mb cannot be combined with --data yet (the durable log reads every "
+          "page from memory at checkpoints); give the server more --memory-mb instead"));
+    }
     // Evicted pages are read back into fresh frames before the next eviction pass: the
     // arena keeps the other half as headroom for that.
     if (!(st = flags.GetInt("memory-budget-mb", 0, 1, static_cast<int64_t>(o.memory_bytes >> 21),
@@ -124,8 +139,7 @@ int main(int argc, char** argv) {
       return Fail(st.Annotate("--memory-budget-mb is at most half of --memory-mb"));
     }
     if (o.page_dir.empty()) {
-      return Fail(
-          Status::InvalidArgument("--memory-budget-mb needs page files (--data or --page-dir)"));
+      return Fail(Status::InvalidArgument("--memory-budget-mb needs page files (--page-dir)"));
     }
     o.memory_budget_bytes = static_cast<size_t>(v) << 20;
   }

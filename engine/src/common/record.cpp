@@ -28,7 +28,7 @@ static_assert(kOffTsClient + 8 == kRecordHeaderBytes);
 // Checksummed part of a record: everything after the crc, state and reserved bytes.
 constexpr size_t kChecksumStart = 8;
 
-constexpr uint8_t kKnownRecordFlags = kRecordTombstone;
+constexpr uint8_t kKnownRecordFlags = kRecordTombstone | kRecordGrouped;
 
 // Page header offsets.
 constexpr size_t kPageOffMagic = 0;

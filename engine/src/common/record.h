@@ -10,7 +10,7 @@
 //   [8,12)  total_len (header + key + value + metadata, padded with zeros to a multiple of 8:
 //           RecordBytes(); the padding is checksummed, so every byte but the state is)
 //   [12]    kind (RecordKind)
-//   [13]    flags (kRecordTombstone)
+//   [13]    flags (kRecordTombstone, kRecordGrouped)
 //   [14,16) key_len
 //   [16,20) value_len
 //   [20,24) meta_len
@@ -49,6 +49,9 @@ enum RecordKind : uint8_t {
 
 inline constexpr uint8_t kStateValid = 1u << 0;
 inline constexpr uint8_t kRecordTombstone = 1u << 0;
+// The key is a grouped key (GET_GROUP finds it). Stored so that recovery, which reads the
+// log alone, rebuilds the group index (data format version 1 and later).
+inline constexpr uint8_t kRecordGrouped = 1u << 1;
 
 constexpr size_t AlignRecord(size_t n) { return (n + kRecordAlign - 1) & ~(kRecordAlign - 1); }
 constexpr size_t RecordBytes(size_t key, size_t value, size_t meta) {
@@ -70,6 +73,7 @@ struct RecordView {
   std::string_view metadata;
   bool valid() const { return state & kStateValid; }
   bool tombstone() const { return flags & kRecordTombstone; }
+  bool grouped() const { return flags & kRecordGrouped; }
 };
 
 struct RecordFields {

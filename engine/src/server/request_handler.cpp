@@ -48,7 +48,8 @@ void RequestHandler::ErrorReply(const Header& h, const Status& error, std::strin
   protocol::EncodeErrorReply(h, Clock(), error, reply);
 }
 
-Status RequestHandler::Handle(Session& session, std::string_view message, std::string* reply) {
+Status RequestHandler::HandleNow(Session& session, std::string_view message,
+                                 std::string* reply) {
   reply->clear();
   Header h;
   RAMP_RETURN_IF_ERROR(protocol::DecodeHeader(message, &h));

@@ -22,11 +22,15 @@ class RequestHandler {
   // follows, see Defer). A non-OK result is a protocol violation (unknown opcode,
   // malformed body, no HELLO first): the caller closes the connection and logs the reason.
   // Errors of the request itself (limits, conflicts) are error replies, not violations.
+  // With a data directory, the replies of requests that write (PREPARE, COMMIT, ABORT,
+  // 2PL writes, fencing TXN_STATE) are deferred until the group commit made the writes
+  // durable (request_durability.cpp).
   Status Handle(Session& session, std::string_view message, std::string* reply);
   // Where page replies (one-sided writes, then the reply) go: the owning worker.
   void set_post_writes(std::shared_ptr<const PostWritesFn> post) { post_writes_ = std::move(post); }
 
  private:
+  Status HandleNow(Session& session, std::string_view message, std::string* reply);
   Status OnHello(Session& s, const protocol::Header& h, std::string_view body, std::string* reply);
   Status OnGet(const protocol::Header& h, std::string_view body, std::string* reply);
   Status OnGetGroup(const protocol::Header& h, std::string_view body, std::string* reply);

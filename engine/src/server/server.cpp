@@ -1,9 +1,12 @@
 #include "server/server.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "ramp/log.h"
 #include "ramp/transport/auth.h"
+#include "server/terminator.h"
+#include "store/data_dir.h"
 
 namespace ramp::server {
 namespace {
@@ -65,6 +68,8 @@ Status Server::Init(const ServerOptions& options) {
   so.page_dir = options.page_dir;
   so.page_direct_io = options.page_direct_io;
   so.memory_budget_bytes = options.memory_budget_bytes;
+  so.data_dir = options.data_dir;
+  so.cluster_id = store::ClusterIdOf(options.token);
   RAMP_RETURN_IF_ERROR(store::Store::Open(so, memory_, &store_));
   directory_ = std::make_unique<Directory>(self, static_cast<uint32_t>(cluster_.nodes.size()));
 
@@ -89,6 +94,7 @@ Status Server::Init(const ServerOptions& options) {
     acceptors_.emplace_back([this, lp = l.get()] { AcceptLoop(lp); });
   }
   gc_thread_ = std::thread([this] { GcLoop(); });
+  termination_thread_ = std::thread([this] { TerminationLoop(); });
   std::string eps;
   for (const auto& e : endpoints()) eps.append(" ").append(e.ToString());
   RAMP_INFO("node %u of %zu listening on%s (%d workers, %zu MiB page memory)", self,
@@ -140,6 +146,35 @@ void Server::GcLoop() {
   }
 }
 
+void Server::TerminationLoop() {
+  ClientOptions co;
+  for (const auto& n : cluster_.nodes) {
+    for (const auto& e : n.endpoints) {
+      if (e.provider == transport::Provider::kTcp) {
+        co.seeds.push_back(e);
+        break;
+      }
+    }
+  }
+  co.provider = transport::Provider::kTcp;
+  co.read_path = ReadPath::kRpc;
+  co.write_path = WritePath::kRpc;
+  co.token = options_.token;
+  co.timeout_ms = std::max(500, std::min(5000, options_.txn_timeout_ms / 2));
+  co.connect_timeout_ms = co.timeout_ms;
+  Terminator terminator(store_.get(), co, options_.txn_timeout_ms);
+  const int interval = std::max(100, std::min(1000, options_.txn_timeout_ms / 4));
+  while (!stop_.load()) {
+    {
+      std::unique_lock lock(gc_mu_);
+      gc_cv_.wait_for(lock, std::chrono::milliseconds(interval), [this] { return stop_.load(); });
+    }
+    if (stop_.load()) break;
+    // The store's clock (steady milliseconds) dates prepared transactions.
+    terminator.RunOnce(SteadyMs());
+  }
+}
+
 void Server::Stop() {
   if (stop_.exchange(true)) return;
   {
@@ -153,6 +188,7 @@ void Server::Stop() {
   workers_.clear();
   if (pages_) pages_->Stop();
   if (gc_thread_.joinable()) gc_thread_.join();
+  if (termination_thread_.joinable()) termination_thread_.join();
 }
 
 Server::~Server() { Stop(); }

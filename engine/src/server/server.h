@@ -35,6 +35,9 @@ struct ServerOptions {
   size_t ring_bytes = 1u << 20;
   int gc_interval_ms = 1000;
   int gc_grace_ms = 5000;
+  // A transaction prepared this long and undecided is resolved by the termination protocol
+  // (terminator.h). Must exceed the clients' request timeout.
+  int txn_timeout_ms = 30000;
   Limits limits;
   // Remote page I/O: page files (empty: none) and the page-read service.
   std::string page_dir;
@@ -63,6 +66,7 @@ class Server {
   Status Init(const ServerOptions& options);
   void AcceptLoop(transport::Listener* listener);
   void GcLoop();
+  void TerminationLoop();
 
   ServerOptions options_;
   ClusterConfig cluster_;
@@ -77,6 +81,7 @@ class Server {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<std::thread> acceptors_;
   std::thread gc_thread_;
+  std::thread termination_thread_;
   std::mutex gc_mu_;
   std::condition_variable gc_cv_;
   std::atomic<bool> stop_{false};

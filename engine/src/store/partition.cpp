@@ -3,6 +3,7 @@
 #include "store/partition.h"
 
 #include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <string>
@@ -26,8 +27,9 @@ Status SiblingsOf(const PartitionId& self, std::string_view metadata,
 
 }  // namespace
 
-Partition::Partition(const PartitionId& id, Arena* arena, const StoreOptions& options)
-    : id_(id), options_(options), hotness_(options.now_ms()), log_(arena, id) {
+Partition::Partition(const PartitionId& id, Arena* arena, const StoreOptions& options,
+                     LogSink* sink)
+    : id_(id), options_(options), sink_(sink), hotness_(options.now_ms()), log_(arena, id) {
   if (!options.page_dir.empty()) {
     Status st = PageFile::Create(options.page_dir, id, options.page_direct_io, &page_file_);
     // Without its page file the partition still works: every page is served from memory.
@@ -77,7 +79,8 @@ Status Partition::Prepare(const Timestamp& ts, std::span<const protocol::Prepare
       RAMP_RETURN_IF_ERROR(
           SiblingsOf(id_, item.metadata, &siblings).Annotate("item " + std::to_string(err->item)));
     }
-    const uint8_t flags = (item.flags & protocol::kPutTombstone) ? record::kRecordTombstone : 0;
+    const uint8_t flags = ((item.flags & protocol::kPutTombstone) ? record::kRecordTombstone : 0) |
+                          ((item.flags & protocol::kPutGrouped) ? record::kRecordGrouped : 0);
     Loc loc;
     RAMP_RETURN_IF_ERROR(AppendVersion(item.key, item.value, item.metadata, flags, ts, &loc));
     if (txn == nullptr) txn = txns_.AddPrepared(ts, now(), std::move(siblings));
@@ -99,7 +102,7 @@ Status Partition::Commit(const Timestamp& ts) {
     }
     return Status::OK();  // committed already, or never prepared here
   }
-  RAMP_RETURN_IF_ERROR(AppendMark(record::kKindCommitMark, ts));
+  RAMP_RETURN_IF_ERROR(AppendMark(record::kKindCommitMark, ts, SegmentsOf(*txn, ts)));
   for (const std::string& key : txn->keys) {
     KeySlot* slot = FindKey(KeyHash(key), key);
     if (slot != nullptr) CommitVersion(slot, ts);
@@ -116,7 +119,7 @@ Status Partition::Abort(const Timestamp& ts) {
                             ", which committed in partition " + id_.ToString());
   }
   if (PreparedTxn* txn = txns_.FindPrepared(ts)) {
-    RAMP_RETURN_IF_ERROR(AppendMark(record::kKindAbortMark, ts));
+    RAMP_RETURN_IF_ERROR(AppendMark(record::kKindAbortMark, ts, SegmentsOf(*txn, ts)));
     for (const std::string& key : txn->keys) {
       if (KeySlot* slot = FindKey(KeyHash(key), key)) DropPrepared(slot, key, ts);
     }
@@ -136,10 +139,16 @@ Status Partition::WriteCommitted(std::string_view key, std::string_view value, b
   KeySlot* slot = FindKey(hash, key);
   if (HasVersion(slot, ts)) return Status::OK();
   Loc loc;
-  RAMP_RETURN_IF_ERROR(
-      AppendVersion(key, value, {}, tombstone ? record::kRecordTombstone : 0, ts, &loc));
+  RAMP_RETURN_IF_ERROR(AppendVersion(
+      key, value, {},
+      (tombstone ? record::kRecordTombstone : 0) | (grouped ? record::kRecordGrouped : 0), ts,
+      &loc));
   // The mark makes the version committed for recovery, which reads the log alone.
-  RAMP_RETURN_IF_ERROR(AppendMark(record::kKindCommitMark, ts));
+  std::string segments(4, '\0');
+  uint32_t first = 0;
+  log_.SegmentStart(LocPage(loc), &first);
+  std::memcpy(segments.data(), &first, 4);
+  RAMP_RETURN_IF_ERROR(AppendMark(record::kKindCommitMark, ts, segments));
   CommitVersion(AddPrepared(key, hash, grouped, slot, ts, loc), ts);
   return Status::OK();
 }
@@ -148,7 +157,12 @@ TxnState Partition::QueryTxn(const Timestamp& ts, bool fence) {
   std::unique_lock lock(mu_);
   if (txns_.FindPrepared(ts) != nullptr) return TxnState::kPrepared;
   const TxnState decided = txns_.Decided(ts);
-  if (decided == TxnState::kUnknown && fence) txns_.Decide(ts, TxnState::kAborted, now());
+  if (decided == TxnState::kUnknown && fence) {
+    // The fence must outlive a restart (a late PREPARE after it must still be refused),
+    // so it is logged; if the mark cannot be written the answer stays unknown.
+    if (!AppendMark(record::kKindAbortMark, ts).ok()) return TxnState::kUnknown;
+    txns_.Decide(ts, TxnState::kAborted, now());
+  }
   return decided;
 }
 
@@ -233,6 +247,7 @@ Status Partition::AppendVersion(std::string_view key, std::string_view value,
   const size_t bytes = record::RecordBytes(key.size(), value.size(), metadata.size());
   uint8_t* dst = nullptr;
   RAMP_RETURN_IF_ERROR(log_.Append(bytes, Arena::Use::kNormal, loc, &dst));
+  Dirty();
   record::EncodeRecord({.kind = record::kKindVersion,
                         .flags = flags,
                         .keyspace = id_.keyspace,
@@ -246,15 +261,23 @@ Status Partition::AppendVersion(std::string_view key, std::string_view value,
   return Status::OK();
 }
 
-Status Partition::AppendMark(record::RecordKind kind, const Timestamp& ts) {
-  const size_t bytes = record::RecordBytes(0, 0, 0);
+Status Partition::AppendMark(record::RecordKind kind, const Timestamp& ts,
+                             std::string_view segments) {
+  // Without a log on disk nothing reads the segments back.
+  if (sink_ == nullptr) segments = {};
+  const size_t bytes = record::RecordBytes(0, segments.size(), 0);
   Loc loc;
   uint8_t* dst = nullptr;
   // Decisions must not fail for want of memory: marks may use the arena's reserve.
   RAMP_RETURN_IF_ERROR(log_.Append(bytes, Arena::Use::kReserve, &loc, &dst));
-  record::EncodeRecord(
-      {.kind = kind, .keyspace = id_.keyspace, .bucket = id_.bucket, .epoch = epoch_, .ts = ts},
-      dst);
+  Dirty();
+  record::EncodeRecord({.kind = kind,
+                        .keyspace = id_.keyspace,
+                        .bucket = id_.bucket,
+                        .epoch = epoch_,
+                        .ts = ts,
+                        .value = segments},
+                       dst);
   return Status::OK();
 }
 

@@ -9,13 +9,16 @@
 // stay readable by timestamp for the GC grace after they stopped being current.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <set>
 #include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "common/record.h"
@@ -26,6 +29,7 @@
 #include "store/hotness.h"
 #include "store/key_index.h"
 #include "store/page_file.h"
+#include "store/log_sink.h"
 #include "store/partition_log.h"
 #include "store/store.h"
 #include "store/txn_table.h"
@@ -34,9 +38,11 @@ namespace ramp::store {
 
 inline constexpr size_t kMaxKeyBytes = 65535;  // the record format's key_len is 16 bits
 
-class Partition {
+class Partition : public std::enable_shared_from_this<Partition> {
  public:
-  Partition(const PartitionId& id, Arena* arena, const StoreOptions& options);
+  // sink: where the partition reports that it has pages to write (null: memory only).
+  Partition(const PartitionId& id, Arena* arena, const StoreOptions& options,
+            LogSink* sink = nullptr);
   Partition(const Partition&) = delete;
   Partition& operator=(const Partition&) = delete;
 
@@ -85,6 +91,15 @@ class Partition {
   Counts counts() const;
   double OpsPerSec() const { return hotness_.Rate(options_.now_ms()); }
 
+  // ---- durability (partition_durable.cpp) ----------------------------------------------
+  // The pages appended or changed since the last call, and the segments retired since.
+  void TakeDirty(DirtyPages* out);
+  // Rebuilds the partition (pages, index, RAMP state, prepared transactions, decisions)
+  // from its log as read back from disk, in page order. Before any other call.
+  Status Recover(std::vector<LoadedSegment>* segments);
+  // The sink of a recovered partition (recovery runs before the log writer exists).
+  void SetSink(LogSink* sink) { sink_ = sink; }
+
  private:
   uint64_t now() const { return options_.now_ms(); }
   record::RecordView View(Loc loc) const { return record::PeekRecord(log_.Resolve(loc)); }
@@ -101,7 +116,18 @@ class Partition {
   // Appends a version record; it is garbage until AddPrepared refers to it.
   Status AppendVersion(std::string_view key, std::string_view value, std::string_view metadata,
                        uint8_t flags, const Timestamp& ts, Loc* loc);
-  Status AppendMark(record::RecordKind kind, const Timestamp& ts);
+  // A mark's value lists the segments holding the versions it decides (u32 first pages):
+  // compaction keeps a mark while one of them still exists, so that recovery never sees a
+  // version without its decision.
+  Status AppendMark(record::RecordKind kind, const Timestamp& ts, std::string_view segments = {});
+  // The segments value of a mark for the versions of txn (ts) in this partition.
+  std::string SegmentsOf(const PreparedTxn& txn, const Timestamp& ts) const;
+  // Tells the sink there is something to write (once until TakeDirty).
+  void Dirty();
+  // Applies one record of the log during recovery.
+  void Replay(Loc loc, const uint8_t* rec);
+  // Compaction of a mark: kept (copied to the head) while a segment it names exists.
+  bool RelocateMark(Loc loc, uint8_t* rec, const record::RecordView& view);
   // Adds a prepared version at loc to the key's slot (created when null), which makes the
   // record live; returns the slot.
   KeySlot* AddPrepared(std::string_view key, uint64_t hash, bool grouped, KeySlot* slot,
@@ -131,6 +157,10 @@ class Partition {
 
   const PartitionId id_;
   const StoreOptions& options_;
+  LogSink* sink_;  // set before the partition is shared (SetSink)
+  std::atomic<bool> queued_{false};  // reported to the sink and not yet taken
+  // Recovery only: every decision found in the log (Recover's first pass).
+  std::unordered_map<Timestamp, TxnState, TimestampHash> replay_decided_;
   // Placement epoch, written into records and addresses. Partitions do not move yet; the
   // migration work will make it a member it raises.
   const uint32_t epoch_ = 0;

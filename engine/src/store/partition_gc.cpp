@@ -45,7 +45,14 @@ uint64_t Partition::ExpireVersions(uint64_t now_ms) {
     });
     if (!extra->versions.empty()) continue;
     KeySlot* slot = index_.FindByExtra(extra);
-    if (extra->tombstone_since_ms != 0 && extra->tombstone_since_ms + grace <= now_ms) {
+    if (extra->tombstone_since_ms != 0 && extra->tombstone_since_ms + grace <= now_ms &&
+        sink_ != nullptr) {
+      // With a log on disk, an older version of the key may still lie in a segment that
+      // compaction has not rewritten yet; forgetting the tombstone would let recovery bring
+      // that version back. The tombstone stays the current version (a slot, no extra).
+      extra->tombstone_since_ms = 0;
+      Trim(slot);
+    } else if (extra->tombstone_since_ms != 0 && extra->tombstone_since_ms + grace <= now_ms) {
       // A deletion older than the grace, with nothing left before it: forget the key. A
       // writer that still expects the tombstone's timestamp gets a (retryable) conflict.
       ForgetKey(slot);
@@ -73,12 +80,13 @@ uint64_t Partition::Compact(double ratio) {
     if (!moved_all) break;
     retired += log_.RetireSegment(segment);
   }
+  if (retired != 0) Dirty();
   return retired;
 }
 
 bool Partition::Relocate(Loc loc, uint8_t* rec) {
   const record::RecordView view = record::PeekRecord(rec);
-  if (view.kind != record::kKindVersion) return true;  // marks are not kept in memory
+  if (view.kind != record::kKindVersion) return RelocateMark(loc, rec, view);
   KeySlot* slot = FindKey(KeyHash(view.key), view.key);
   if (slot == nullptr) return true;
   Loc* ref = nullptr;
@@ -90,6 +98,7 @@ bool Partition::Relocate(Loc loc, uint8_t* rec) {
     }
   }
   if (ref == nullptr) return true;  // garbage
+  const bool committed = ref == &slot->current || FindVersion(slot, view.ts)->committed;
   Loc to;
   uint8_t* dst = nullptr;
   if (!log_.Append(view.total_len, Arena::Use::kReserve, &to, &dst).ok()) return false;
@@ -100,6 +109,16 @@ bool Partition::Relocate(Loc loc, uint8_t* rec) {
   log_.AddLive(to, view.total_len);
   log_.RemoveLive(loc, view.total_len);
   *ref = to;
+  Dirty();
+  if (committed && sink_ != nullptr) {
+    // Its commit mark may be in a segment compacted before this copy's: a fresh mark
+    // naming the copy's segment keeps it committed for recovery.
+    uint32_t first = 0;
+    log_.SegmentStart(LocPage(to), &first);
+    std::string segments(4, '\0');
+    std::memcpy(segments.data(), &first, 4);
+    if (!AppendMark(record::kKindCommitMark, view.ts, segments).ok()) return false;
+  }
   return true;
 }
 
@@ -108,6 +127,7 @@ void Partition::Drop() {
   dropped_ = true;
   log_.RetireAll();
   if (page_file_ != nullptr) page_file_->Unlink();
+  Dirty();
   with_versions_.clear();
   index_.Clear();
   txns_.Clear();

@@ -207,6 +207,7 @@ uint64_t PartitionLog::RetireSegment(uint32_t segment) {
   ForEachRecord(
       segment, [](Loc, uint8_t* rec) { SetValidBit(rec, false); }, true);
   RetireFrames(*it);
+  retired_.push_back(segment);
   const uint64_t pages = it->frames.size();
   pages_ -= pages;
   segments_.erase(it);
@@ -258,6 +259,45 @@ const PartitionLog::Segment& PartitionLog::MappedSegment(uint32_t page_no) const
 
 PartitionLog::Segment& PartitionLog::MappedSegment(uint32_t page_no) {
   return const_cast<Segment&>(std::as_const(*this).MappedSegment(page_no));
+}
+
+bool PartitionLog::SegmentStart(uint32_t page_no, uint32_t* first_page) const {
+  const Segment* s = SegmentOf(page_no);
+  if (s == nullptr) return false;
+  *first_page = s->first_page;
+  return true;
+}
+
+Status PartitionLog::Load(uint32_t first_page, const uint8_t* data, uint32_t pages) {
+  if (first_page < next_page_) {
+    return Status::Corruption("partition " + id_.ToString() + ": segment " +
+                              std::to_string(first_page) + " overlaps the pages before it");
+  }
+  if (!segments_.empty()) segments_.back().sealed = true;
+  segments_.push_back(Segment{.first_page = first_page});
+  for (uint32_t i = 0; i < pages;) {
+    record::PageHeader h;
+    RAMP_RETURN_IF_ERROR(record::ReadPageHeader(data + size_t{i} * record::kPageBytes,
+                                                size_t{pages - i} * record::kPageBytes, &h));
+    uint32_t frame = 0;
+    Status st = arena_->Allocate(h.run_pages, Arena::Use::kNormal, &frame);
+    if (!st.ok()) {
+      return Status::NoSpace("partition " + id_.ToString() +
+                             ": its log does not fit in page memory (raise --memory-mb): " +
+                             st.message());
+    }
+    std::memcpy(arena_->frame_data(frame), data + size_t{i} * record::kPageBytes,
+                size_t{h.run_pages} * record::kPageBytes);
+    for (uint32_t k = 0; k < h.run_pages; ++k) segments_.back().frames.push_back(frame + k);
+    i += h.run_pages;
+  }
+  segments_.back().sealed = segments_.back().frames.size() >= kSegmentPages;
+  next_page_ = first_page + pages;
+  pages_ += pages;
+  unflushed_from_ = next_page_;
+  unflushed_offset_ = record::kPageHeaderBytes;
+  head_data_ = nullptr;  // appends start on a fresh page
+  return Status::OK();
 }
 
 uint8_t* PartitionLog::PageData(const Segment& s, uint32_t page_no) const {

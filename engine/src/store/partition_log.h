@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "common/record.h"
@@ -97,6 +98,23 @@ class PartitionLog {
   uint64_t evictions() const { return evictions_; }
   uint64_t page_ins() const { return page_ins_.load(std::memory_order_relaxed); }
 
+  // ---- durability ----------------------------------------------------------------------
+  // The first page of the segment holding page_no; false when it is not mapped.
+  bool SegmentStart(uint32_t page_no, uint32_t* first_page) const;
+  bool HasSegment(uint32_t first_page) const { return SegmentOf(first_page) != nullptr; }
+  // Calls f(segment, page_no, data, run_pages, from) for every mapped page (run) changed
+  // since the last call, in page order; bytes before `from` (past the page header) did not
+  // change since the last call. The head page stays pending while it is open.
+  template <typename F>
+  void TakeUnflushed(F&& f);
+  // Segments retired since the last call (their files may go once the relocated records
+  // are durable).
+  std::vector<uint32_t> TakeRetired() { return std::exchange(retired_, {}); }
+  // Recovery: appends a segment read back from disk (whole pages, checked). Pages must
+  // follow the pages loaded so far. The last loaded segment stays open for appends unless
+  // full. NoSpace when the arena cannot hold it.
+  Status Load(uint32_t first_page, const uint8_t* data, uint32_t pages);
+
  private:
   struct Segment {
     uint32_t first_page = 0;
@@ -137,7 +155,32 @@ class PartitionLog {
   mutable std::atomic<uint64_t> page_ins_{0};
   // Readers under the partition's shared lock read evicted pages back concurrently.
   mutable std::mutex page_in_mu_;
+  uint32_t unflushed_from_ = 0;  // pages before it are written (durability)
+  // Bytes of page unflushed_from_ written already (records are only appended).
+  uint32_t unflushed_offset_ = record::kPageHeaderBytes;
+  std::vector<uint32_t> retired_;  // segments retired and not yet taken
 };
+
+template <typename F>
+void PartitionLog::TakeUnflushed(F&& f) {
+  for (const Segment& s : segments_) {
+    const uint32_t end = s.first_page + static_cast<uint32_t>(s.frames.size());
+    if (end <= unflushed_from_) continue;
+    for (uint32_t page = s.first_page; page < end;) {
+      const uint8_t* data = PageData(s, page);
+      record::PageHeader h;
+      if (!record::ReadPageHeader(data, size_t{end - page} * record::kPageBytes, &h).ok()) break;
+      if (page >= unflushed_from_) {
+        const uint32_t from =
+            page == unflushed_from_ ? unflushed_offset_ : record::kPageHeaderBytes;
+        f(s.first_page, page, data, h.run_pages, from);
+      }
+      page += h.run_pages;
+    }
+  }
+  unflushed_from_ = head_data_ != nullptr ? head_.page_no : next_page_;
+  unflushed_offset_ = head_data_ != nullptr ? head_.used : record::kPageHeaderBytes;
+}
 
 template <typename F>
 void PartitionLog::ForEachRecord(uint32_t segment, F&& f, bool resident_only) {

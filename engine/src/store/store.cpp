@@ -2,13 +2,20 @@
 #include "store/store.h"
 
 #include <chrono>
+#include <map>
+#include <set>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
 
 #include "ramp/log.h"
 #include "store/arena.h"
+#include "store/data_dir.h"
+#include "store/env.h"
+#include "store/log_reader.h"
+#include "store/log_writer.h"
 #include "store/partition.h"
+#include "store/wal.h"
 
 namespace ramp::store {
 namespace {
@@ -19,6 +26,9 @@ constexpr double kCompactionRatio = 0.5;
 // When an allocation failed: compact more eagerly to get memory back.
 constexpr double kReclaimCompactionRatio = 0.75;
 
+// The write-ahead log of the group commit (a checkpoint when half of it is used).
+constexpr uint64_t kWalBytes = uint64_t{16} << 20;
+
 bool OutOfMemory(const Status& s) {
   return s.Is(Status::Code::kNoSpace) || s.Is(Status::Code::kBusy);
 }
@@ -28,6 +38,9 @@ bool OutOfMemory(const Status& s) {
 struct Store::Impl {
   StoreOptions options;
   std::unique_ptr<Arena> arena;  // declared before the partitions, which use it
+  // The group commit (null without a data directory); outlives the partitions it holds.
+  std::unique_ptr<LogWriter> log;
+  Store::RecoveryStats recovery;
 
   mutable std::shared_mutex map_mu;
   std::unordered_map<PartitionId, std::shared_ptr<Partition>, PartitionIdHash> partitions;
@@ -45,7 +58,7 @@ struct Store::Impl {
     if (auto p = Find(id)) return p;
     std::unique_lock lock(map_mu);
     auto& slot = partitions[id];
-    if (slot == nullptr) slot = std::make_shared<Partition>(id, arena.get(), options);
+    if (slot == nullptr) slot = std::make_shared<Partition>(id, arena.get(), options, log.get());
     return slot;
   }
 
@@ -85,10 +98,92 @@ struct Store::Impl {
     }
     return op();
   }
+
+  // Writes are refused once the log cannot be made durable: the request gets the reason.
+  Status Writable() const { return log == nullptr ? Status::OK() : log->health(); }
+
+  Status Recover();
 };
 
+Status Store::Impl::Recover() {
+  Env* env = options.env != nullptr ? options.env : PosixEnv();
+  const auto start = std::chrono::steady_clock::now();
+  RAMP_RETURN_IF_ERROR(OpenDataDir(env, options.data_dir,
+                                   {.cluster = options.cluster_id, .node = options.node}));
+  std::unique_ptr<Wal> wal;
+  std::vector<WalPatch> entries;
+  RAMP_RETURN_IF_ERROR(Wal::Open(env, options.data_dir + "/wal", kWalBytes, &wal, &entries));
+  std::map<PartitionId, std::vector<WalPatch>> patches;
+  for (WalPatch& w : entries) patches[w.partition].push_back(std::move(w));
+  entries.clear();
+  std::vector<std::string> names;
+  RAMP_RETURN_IF_ERROR(env->List(options.data_dir, &names));
+  std::set<PartitionId> ids;
+  for (const auto& n : names) {
+    PartitionId id;
+    if (ParsePartitionDirName(n, &id)) ids.insert(id);
+  }
+  for (const auto& [id, list] : patches) ids.insert(id);
+  double read_s = 0, replay_s = 0;
+  for (const PartitionId& id : ids) {
+    std::vector<LoadedSegment> segments;
+    ReadLogStats rs;
+    static const std::vector<WalPatch> kNone;
+    auto pw = patches.find(id);
+    const auto t_read = std::chrono::steady_clock::now();
+    RAMP_RETURN_IF_ERROR(ReadPartitionLog(env, options.data_dir + "/" + PartitionDirName(id), id,
+                                          pw == patches.end() ? kNone : pw->second, &segments,
+                                          &rs));
+    read_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_read).count();
+    recovery.wal_bytes += rs.wal_bytes;
+    // No sink yet: recovery appends nothing; the writer exists once the log is replayed.
+    auto p = std::make_shared<Partition>(id, arena.get(), options, nullptr);
+    const auto t_replay = std::chrono::steady_clock::now();
+    RAMP_RETURN_IF_ERROR(p->Recover(&segments));
+    replay_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_replay).count();
+    partitions[id] = std::move(p);
+    recovery.partitions++;
+    recovery.bytes += rs.bytes;
+    recovery.torn_cut += rs.torn_cut;
+  }
+  // What the log held is in the segment files now (synced): it starts over.
+  RAMP_RETURN_IF_ERROR(env->SyncDir(options.data_dir));
+  RAMP_RETURN_IF_ERROR(wal->Reset());
+  log = std::make_unique<LogWriter>(env, options.data_dir, std::move(wal));
+  for (auto& [id, p] : partitions) p->SetSink(log.get());
+  recovery.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  RAMP_INFO("recovered %llu partitions (%.1f MiB of log, %.1f KiB from the write-ahead log) "
+            "from %s in %.3f s (reading and checking %.3f s, rebuilding %.3f s)",
+            static_cast<unsigned long long>(recovery.partitions),
+            static_cast<double>(recovery.bytes) / (1 << 20),
+            static_cast<double>(recovery.wal_bytes) / 1024, options.data_dir.c_str(),
+            recovery.seconds, read_s, replay_s);
+  log->Start();
+  return Status::OK();
+}
+
 Store::Store() : impl_(std::make_unique<Impl>()) {}
-Store::~Store() = default;
+Store::~Store() {
+  // The last batch goes to disk before the partitions go away.
+  if (impl_->log != nullptr) impl_->log->Stop();
+}
+
+bool Store::durable() const { return impl_->log != nullptr; }
+
+uint64_t Store::DurableTicket() { return impl_->log == nullptr ? 0 : impl_->log->Ticket(); }
+
+void Store::WhenDurable(uint64_t ticket, std::function<void(const Status&)> done) {
+  if (impl_->log == nullptr) {
+    done(Status::OK());
+    return;
+  }
+  impl_->log->WhenDurable(ticket, std::move(done));
+}
+
+Status Store::SyncLog() { return impl_->log == nullptr ? Status::OK() : impl_->log->Sync(); }
+
+Store::RecoveryStats Store::recovery() const { return impl_->recovery; }
 
 Status Store::Open(const StoreOptions& options, std::shared_ptr<transport::Memory> memory,
                    std::unique_ptr<Store>* out) {
@@ -107,6 +202,7 @@ Status Store::Open(const StoreOptions& options, std::shared_ptr<transport::Memor
   }
   RAMP_RETURN_IF_ERROR(Arena::Create(std::move(memory), options.memory_bytes, options.gc_grace_ms,
                                      impl.options.now_ms, &impl.arena));
+  if (!impl.options.data_dir.empty()) RAMP_RETURN_IF_ERROR(impl.Recover());
   *out = std::move(store);
   return Status::OK();
 }
@@ -122,6 +218,7 @@ Status Store::Prepare(const Timestamp& ts, std::span<const protocol::PrepareItem
                       protocol::PrepareError* err) {
   *err = protocol::PrepareError();
   if (ts.zero()) return Status::InvalidArgument("PREPARE with a zero timestamp");
+  RAMP_RETURN_IF_ERROR(impl_->Writable());
   // Consecutive items of one partition are prepared under one lock acquisition.
   for (size_t begin = 0; begin < items.size();) {
     size_t end = begin + 1;
@@ -138,6 +235,7 @@ Status Store::Prepare(const Timestamp& ts, std::span<const protocol::PrepareItem
 Status Store::Commit(const Timestamp& ts, std::span<const PartitionId> partitions) {
   // Every partition is committed even if one fails: the caller retries the whole COMMIT,
   // which is idempotent.
+  RAMP_RETURN_IF_ERROR(impl_->Writable());
   Status first_error;
   for (const PartitionId& id : partitions) {
     std::shared_ptr<Partition> p = impl_->Find(id);
@@ -178,6 +276,7 @@ void Store::GetGroup(const PartitionId& partition, std::string_view group,
 Status Store::WriteCommitted(const PartitionId& part, std::string_view key, std::string_view value,
                              bool tombstone, const Timestamp& ts, bool grouped) {
   if (ts.zero()) return Status::InvalidArgument("write with a zero timestamp");
+  RAMP_RETURN_IF_ERROR(impl_->Writable());
   std::shared_ptr<Partition> p = impl_->FindOrCreate(part);
   return impl_->WithMemory([&] { return p->WriteCommitted(key, value, tombstone, ts, grouped); });
 }

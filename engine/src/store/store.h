@@ -23,6 +23,8 @@
 
 namespace ramp::store {
 
+class Env;
+
 struct StoreOptions {
   // Bytes of page memory (the arena). Pages are 8 KiB.
   size_t memory_bytes = size_t{1} << 30;
@@ -46,6 +48,11 @@ struct StoreOptions {
   size_t memory_budget_bytes = 0;
   // Clock used for GC and hotness (milliseconds); tests may replace it.
   std::function<uint64_t()> now_ms;
+  // The data directory (empty: memory only). With one, the store recovers from it at Open
+  // and writes its log there; replies wait for DurableTicket/WhenDurable.
+  std::string data_dir;
+  uint64_t cluster_id = 0;  // written into / checked against the data directory
+  Env* env = nullptr;         // null: the POSIX file system (tests inject faults here)
 };
 
 struct StoreStats {
@@ -165,6 +172,24 @@ class Store {
   Status LocatePage(const PartitionId& partition, uint32_t page_no, PageLocation* out) const;
   // Pages in the partition's log so far (page numbers run from 0; compacted pages are gone).
   uint32_t PageCount(const PartitionId& partition) const;
+
+  // ---- durability ----------------------------------------------------------------------
+  bool durable() const;
+  // A ticket for everything this thread appended so far, and a callback (any thread) when
+  // it is on disk, or with the error that kept it from getting there. Without a data
+  // directory the callback runs at once with OK.
+  uint64_t DurableTicket();
+  void WhenDurable(uint64_t ticket, std::function<void(const Status&)> done);
+  // Waits until everything appended so far is durable.
+  Status SyncLog();
+  struct RecoveryStats {
+    uint64_t partitions = 0;
+    uint64_t bytes = 0;
+    uint64_t torn_cut = 0;
+    uint64_t wal_bytes = 0;
+    double seconds = 0;
+  };
+  RecoveryStats recovery() const;
 
   // ---- administration ------------------------------------------------------------------
   // Drops versions overwritten more than gc_grace_ms ago and decided-transaction records.

@@ -1,0 +1,116 @@
+#include "server/terminator.h"
+
+#include <map>
+
+#include "client/client_impl.h"
+#include "protocol/messages.h"
+#include "ramp/log.h"
+
+namespace ramp::server {
+
+using protocol::TxnState;
+
+Terminator::Terminator(store::Store* store, ClientOptions client, int timeout_ms)
+    : store_(store), options_(std::move(client)), timeout_ms_(timeout_ms) {}
+
+Terminator::~Terminator() = default;
+
+Status Terminator::Ask(const Timestamp& ts, const std::vector<PartitionId>& parts, bool fence,
+                       std::vector<TxnState>* states) {
+  if (client_ == nullptr) RAMP_RETURN_IF_ERROR(Client::Open(options_, &client_));
+  Client::Impl& c = *client_->impl();
+  RAMP_RETURN_IF_ERROR(c.ResolveOwners(parts));
+  std::map<uint32_t, std::vector<size_t>> by_owner;
+  for (size_t i = 0; i < parts.size(); ++i) by_owner[c.OwnerOf(parts[i])].push_back(i);
+  states->assign(parts.size(), TxnState::kUnknown);
+  for (const auto& [node, idx] : by_owner) {
+    protocol::TxnStateRequest req;
+    req.ts = ts;
+    req.fence = fence ? 1 : 0;
+    for (size_t i : idx) req.partitions.push_back(parts[i]);
+    std::string body;
+    protocol::Encode(req, &body);
+    PendingCall reply;
+    Status st = c.CallAndWait(node, ChannelKind::kRpc, protocol::Op::kTxnState,
+                              static_cast<uint32_t>(req.partitions.size()), body, &reply);
+    protocol::TxnStateReply r;
+    if (st.ok()) st = protocol::Decode(reply.body(), reply.header.count, &r);
+    if (st.ok() && r.states.size() != idx.size()) st = Status::Corruption("TXN_STATE reply size");
+    if (!st.ok()) {
+      // A fresh client next time: the peer may have restarted.
+      client_.reset();
+      return st.Annotate("TXN_STATE to node " + std::to_string(node));
+    }
+    for (size_t k = 0; k < idx.size(); ++k) (*states)[idx[k]] = r.states[k];
+  }
+  return Status::OK();
+}
+
+Status Terminator::Decide(const store::PendingTxn& txn, Outcome* out) {
+  *out = Outcome::kLater;
+  std::vector<PartitionId> others;
+  for (const auto& p : txn.siblings) {
+    if (p != txn.partition) others.push_back(p);
+  }
+  std::vector<TxnState> states;
+  RAMP_RETURN_IF_ERROR(Ask(txn.ts, others, false, &states));
+  bool all_prepared = true;
+  std::vector<PartitionId> unknown;
+  for (size_t i = 0; i < states.size(); ++i) {
+    switch (states[i]) {
+      case TxnState::kCommitted: *out = Outcome::kCommit; return Status::OK();
+      case TxnState::kAborted: *out = Outcome::kAbort; return Status::OK();
+      case TxnState::kPrepared: break;
+      case TxnState::kUnknown:
+        all_prepared = false;
+        unknown.push_back(others[i]);
+        break;
+    }
+  }
+  if (all_prepared) {
+    *out = Outcome::kCommit;
+    return Status::OK();
+  }
+  // Some sibling never saw the PREPARE: fence it there, then it can never commit.
+  RAMP_RETURN_IF_ERROR(Ask(txn.ts, unknown, true, &states));
+  for (TxnState s : states) {
+    // Unknown now means "fenced by us"; aborted: fenced by someone else or aborted.
+    if (s == TxnState::kUnknown || s == TxnState::kAborted) {
+      *out = Outcome::kAbort;
+      return Status::OK();
+    }
+    if (s == TxnState::kCommitted) {
+      *out = Outcome::kCommit;
+      return Status::OK();
+    }
+  }
+  return Status::OK();  // the PREPAREs arrived meanwhile: ask again next round
+}
+
+Terminator::Counts Terminator::RunOnce(uint64_t now_ms) {
+  Counts counts;
+  if (now_ms < static_cast<uint64_t>(timeout_ms_)) return counts;
+  for (const store::PendingTxn& txn : store_->PendingOlderThan(now_ms - timeout_ms_)) {
+    Outcome outcome = Outcome::kLater;
+    Status st = Decide(txn, &outcome);
+    if (!st.ok()) {
+      RAMP_DEBUG("termination of %s in %s postponed: %s", txn.ts.ToString().c_str(),
+                 txn.partition.ToString().c_str(), st.ToString().c_str());
+    }
+    const std::vector<PartitionId> here{txn.partition};
+    if (outcome == Outcome::kCommit) st = store_->Commit(txn.ts, here);
+    if (outcome == Outcome::kAbort) st = store_->Abort(txn.ts, here);
+    if (outcome != Outcome::kLater && st.ok()) st = store_->SyncLog();
+    if (outcome == Outcome::kLater || !st.ok()) {
+      ++counts.undecided;
+      continue;
+    }
+    RAMP_INFO("termination: %s %s in %s (its client left it prepared)",
+              outcome == Outcome::kCommit ? "committed" : "aborted", txn.ts.ToString().c_str(),
+              txn.partition.ToString().c_str());
+    ++(outcome == Outcome::kCommit ? counts.committed : counts.aborted);
+  }
+  return counts;
+}
+
+}  // namespace ramp::server

@@ -1,0 +1,48 @@
+// The termination protocol (DESIGN §5): a transaction left prepared past a timeout (its
+// client vanished between PREPARE and COMMIT, or a COMMIT was lost in a crash) is resolved
+// by the server holding it, by asking the other partitions the transaction wrote:
+//  - one of them committed it, or every one has it prepared: commit here;
+//  - one aborted it, or one never saw it (and is fenced so that it never will: a late
+//    PREPARE of that timestamp is refused there): abort here;
+//  - otherwise (a sibling unreachable, or a PREPARE arriving while we ask): ask again later.
+// "Every sibling prepared" means every PREPARE succeeded, so the client may have committed;
+// it cannot have aborted unless it gave up on a PREPARE reply, which it does within its own
+// timeout: the termination timeout must exceed the clients' (the default is 3x).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "ramp/client.h"
+#include "ramp/status.h"
+#include "store/store.h"
+
+namespace ramp::server {
+
+class Terminator {
+ public:
+  // client: options to reach the cluster (a server talks to its peers as a client).
+  Terminator(store::Store* store, ClientOptions client, int timeout_ms);
+  ~Terminator();
+
+  struct Counts {
+    uint64_t committed = 0;
+    uint64_t aborted = 0;
+    uint64_t undecided = 0;  // asked again later
+  };
+  // Resolves what has been prepared longer than the timeout.
+  Counts RunOnce(uint64_t now_ms);
+
+ private:
+  enum class Outcome { kCommit, kAbort, kLater };
+  Status Decide(const store::PendingTxn& txn, Outcome* out);
+  Status Ask(const Timestamp& ts, const std::vector<PartitionId>& parts, bool fence,
+             std::vector<protocol::TxnState>* states);
+
+  store::Store* const store_;
+  const ClientOptions options_;
+  const int timeout_ms_;
+  std::unique_ptr<Client> client_;
+};
+
+}  // namespace ramp::server
