@@ -52,6 +52,7 @@ extern "C" {
 #include "optimizer/paths.h"
 #include "parser/parse_coerce.h"
 #include "pgstat.h"
+#include "utils/timestamp.h"
 #include "port/atomics.h"
 #include "storage/bufmgr.h"
 #include "storage/ipc.h"

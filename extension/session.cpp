@@ -336,9 +336,24 @@ void Session::CurrentStatementTag() {
   // meanwhile is invisible to the whole statement: an UPDATE then finds the old version and
   // fails its commit with a conflict instead of finding neither version.
   // (ramp.debug_unchecked_lookups, a test switch, reads the latest versions as before.)
+  // The snapshot is the statement's start, not the moment of its first read: an index scan
+  // may have loaded its batch of entries before that, and a transaction committing in
+  // between must not be visible (its new row's entry would be missing from the batch and its
+  // deletion of the old row visible: an UPDATE would find neither). HLC time is
+  // milliseconds << 16; the snapshot takes the whole start millisecond. Commits of ramp
+  // writes get a timestamp in the millisecond after their last write and are acknowledged
+  // only once the clock got there (xact.cpp): a commit acknowledged before this statement
+  // started is visible, one whose writes came after its start is not.
   if (reader_ != nullptr) {
-    reader_->SetReadSnapshot(guc::debug_unchecked_lookups ? ramp::Timestamp()
-                                                          : reader_->SnapshotNow());
+    ramp::Timestamp snapshot;
+    if (!guc::debug_unchecked_lookups) {
+      const int64_t unix_ms =
+          GetCurrentStatementStartTimestamp() / 1000 +
+          (int64_t{POSTGRES_EPOCH_JDATE} - int64_t{UNIX_EPOCH_JDATE}) * SECS_PER_DAY * 1000;
+      snapshot = ramp::Timestamp{(static_cast<uint64_t>(unix_ms) << 16) | 0xFFFF, ~uint64_t{0}};
+      if (last_own_commit_ > snapshot) snapshot = last_own_commit_;
+    }
+    reader_->SetReadSnapshot(snapshot);
   }
   statement_need_.clear();
   statement_read_.clear();
@@ -379,8 +394,7 @@ void Session::NoteRead(ramp::KeyspaceId ks, uint64_t rowid, const ramp::Timestam
     const RowRef ref{sib.keyspace, sib_rowid};
     if (ref == RowRef{ks, rowid}) continue;
     auto read = statement_read_.find(ref);
-    if (read != statement_read_.end() && read->second < ts &&
-        (!read->second.zero() || recent)) {
+    if (read != statement_read_.end() && read->second < ts && (!read->second.zero() || recent)) {
       // Read earlier at an older version (or not at all, while the commit was in flight):
       // this statement saw the transaction half committed -- e.g. an UPDATE's new row not
       // yet committed at its partition and then the old row deleted at its own. Going on

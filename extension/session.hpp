@@ -97,6 +97,10 @@ class Session {
   // in flight) means the statement saw a transaction half committed: NoteRead throws a
   // conflict (40001) rather than let an UPDATE miss both versions of a row.
   ramp::Timestamp RequiredVersion(ramp::KeyspaceId ks, uint64_t rowid);
+  // A transaction of this session committed at ts: later statements' snapshots include it.
+  void NoteOwnCommit(const ramp::Timestamp& ts) {
+    if (ts > last_own_commit_) last_own_commit_ = ts;
+  }
   void NoteRead(ramp::KeyspaceId ks, uint64_t rowid, const ramp::Timestamp& ts,
                 std::string_view metadata);
 
@@ -159,6 +163,7 @@ class Session {
   bool CurrentPrefetchTag();
   // Statement reads (see NoteRead): versions read, lower bounds learned from metadata.
   std::unordered_map<RowRef, ramp::Timestamp, RowRefHash> statement_read_;
+  ramp::Timestamp last_own_commit_;
   std::unordered_map<RowRef, ramp::Timestamp, RowRefHash> statement_need_;
   std::pair<int64_t, uint32_t> statement_tag_{0, 0};
   bool statement_tracking_ = true;

@@ -1,7 +1,10 @@
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "ramp/client.h"
+#include "ramp/hlc.h"
 
 #include "guc.hpp"
 #include "keys.hpp"
@@ -48,7 +51,20 @@ void CommitWrites(WriteBuffer& writes) {
       }
     }
   }
-  session.Check(txn->Commit(), "committing to the ramp cluster");
+  // Statement snapshots are wall-clock milliseconds (Session::CurrentStatementTag). This
+  // commit must be invisible to every statement that started before its writes (its index
+  // entries) existed, and visible to every statement that starts after it is acknowledged:
+  // its timestamp goes to the next millisecond, and the acknowledgement waits for the clock
+  // to reach that millisecond (at most ~1 ms).
+  session.client().AdvanceClock(((ramp::HybridClock::PhysicalNow() >> 16) + 1) << 16);
+  ramp::Timestamp committed;
+  session.Check(txn->Commit(&committed), "committing to the ramp cluster");
+  session.NoteOwnCommit(committed);
+  const uint64_t committed_ms = committed.time >> 16;
+  for (int spins = 0; (ramp::HybridClock::PhysicalNow() >> 16) < committed_ms && spins < 100;
+       spins++) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
   writes.Clear();
   session.ForgetSizes();  // the next plan sees this transaction's rows
 }

@@ -251,6 +251,10 @@ class Client {
   // (EncodeGroupKey; secondary indexes). Every client must agree.
   void DefineKeyspace(KeyspaceId keyspace, uint32_t buckets, bool grouped = false);
   uint32_t BucketsOf(KeyspaceId keyspace) const;
+  // Moves this client's hybrid clock to at least `time` (HLC units, milliseconds << 16):
+  // the next commit gets a later timestamp. With a commit wait this orders commits after
+  // events of known wall-clock time (the extension's statement snapshots use it).
+  void AdvanceClock(uint64_t time);
 
   // Opens a read-atomic scan of every committed row of a keyspace (see Scanner). The scan
   // raises the keyspace's partitions' watermark to its snapshot: writers with an older

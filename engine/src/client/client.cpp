@@ -204,7 +204,8 @@ Status Client::Impl::ResolveOwners(std::span<const PartitionId> parts) {
     std::string body;
     protocol::Encode(req, &body);
     uint64_t id = 0;
-    Status st = Call(home, ReadChannel(), Op::kLookup, static_cast<uint32_t>(list.size()), body, &id);
+    Status st =
+        Call(home, ReadChannel(), Op::kLookup, static_cast<uint32_t>(list.size()), body, &id);
     if (!st.ok()) {
       for (uint64_t i : ids) calls.erase(i);
       return st;
@@ -238,7 +239,12 @@ Status Client::Impl::ResolveOwners(std::span<const PartitionId> parts) {
 // ---- public surface ----------------------------------------------------------------------
 
 void Client::DefineKeyspace(KeyspaceId keyspace, uint32_t buckets, bool grouped) {
-  impl_->keyspaces[keyspace] = KeyspaceDef{buckets == 0 ? impl_->default_buckets : buckets, grouped};
+  impl_->keyspaces[keyspace] =
+      KeyspaceDef{buckets == 0 ? impl_->default_buckets : buckets, grouped};
+}
+
+void Client::AdvanceClock(uint64_t time) {
+  impl_->clock.Observe(time);
 }
 
 uint32_t Client::BucketsOf(KeyspaceId keyspace) const {
@@ -246,10 +252,18 @@ uint32_t Client::BucketsOf(KeyspaceId keyspace) const {
   return it != impl_->keyspaces.end() ? it->second.buckets : impl_->default_buckets;
 }
 
-uint32_t Client::node_count() const { return static_cast<uint32_t>(impl_->nodes.size()); }
-uint64_t Client::client_id() const { return impl_->client_id; }
-const ClientOptions& Client::options() const { return impl_->options; }
-ClientStats Client::stats() const { return impl_->stats; }
+uint32_t Client::node_count() const {
+  return static_cast<uint32_t>(impl_->nodes.size());
+}
+uint64_t Client::client_id() const {
+  return impl_->client_id;
+}
+const ClientOptions& Client::options() const {
+  return impl_->options;
+}
+ClientStats Client::stats() const {
+  return impl_->stats;
+}
 
 Status Client::DropKeyspace(KeyspaceId keyspace) {
   protocol::DropKeyspaceRequest req{keyspace};
