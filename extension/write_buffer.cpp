@@ -43,6 +43,20 @@ void WriteBuffer::Insert(const KeyspaceRef& ks, EntryKey key, std::string value,
   w.delete_cid = 0;
 }
 
+void WriteBuffer::UpdateInPlace(const KeyspaceRef& ks, EntryKey key, std::string value,
+                                CommandIdT cid, SubXactIdT sub, const ramp::Timestamp& expected) {
+  BufferedWrite& w = Slot(ks, key, sub);
+  w.value = std::move(value);
+  w.inserted = true;
+  w.insert_cid = cid;
+  w.deleted = false;
+  w.delete_cid = 0;
+  w.remote = true;
+  w.in_place = true;
+  w.has_expected = true;
+  w.expected = expected;
+}
+
 void WriteBuffer::Delete(const KeyspaceRef& ks, EntryKey key, CommandIdT cid, SubXactIdT sub,
                          bool remote, const ramp::Timestamp* expected) {
   BufferedWrite& w = Slot(ks, key, sub);

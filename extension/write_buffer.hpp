@@ -64,6 +64,9 @@ struct BufferedWrite {
   bool deleted = false;       // deleted by this transaction (at delete_cid)
   bool remote = false;        // the key may have a committed version: a delete must be sent
   bool has_expected = false;  // the version this transaction read (write-write conflicts)
+  // An UPDATE that kept the row id (no indexed column changed): value replaces the
+  // committed version `expected` at commit; commands up to insert_cid still see that one.
+  bool in_place = false;
   CommandIdT insert_cid = 0;
   CommandIdT delete_cid = 0;
   ramp::Timestamp expected;
@@ -120,6 +123,9 @@ class WriteBuffer {
     mutable size_t sorted_ = 0;
   };
 
+  // A committed row (read at `expected`) gets a new value under its own key.
+  void UpdateInPlace(const KeyspaceRef& ks, EntryKey key, std::string value, CommandIdT cid,
+                     SubXactIdT sub, const ramp::Timestamp& expected);
   // A new key (fresh row id, new index entry) with its value.
   void Insert(const KeyspaceRef& ks, EntryKey key, std::string value, CommandIdT cid,
               SubXactIdT sub);

@@ -30,6 +30,8 @@ Own OwnVerdict(const KeyspaceRef& ks, const Visibility& vis, uint64_t rowid,
   if (w == nullptr) return Own::kUnknown;
   *entry = w;
   if (vis.SeesDelete(*w)) return Own::kInvisible;
+  // Updated in place by a command vis does not see yet: the committed version it replaces.
+  if (w->in_place && !vis.SeesInsert(*w)) return Own::kUnknown;
   if (w->inserted) return vis.SeesInsert(*w) ? Own::kVisible : Own::kInvisible;
   return Own::kUnknown;  // a committed row this transaction deletes later than vis sees
 }
@@ -199,21 +201,24 @@ bool TupleFetchRowVersion(Relation rel, ItemPointer tid, Snapshot snapshot, Tupl
     if (!RowIdOfTid(tid, &rowid)) return false;
     RowVersion row;
     const KeyspaceRef ks = RelationKeyspace(rel);
-    if (!FetchRow(ks, VisibilityOf(snapshot), rowid, &row, nullptr)) {
-      // SnapshotAny: the executor re-fetches a row it is about to UPDATE. Heap keeps the dead
-      // tuple; a ramp row deleted by a concurrent transaction since this one read it is gone
-      // from the cluster. That is a write-write conflict (the commit would fail the same way).
-      ramp::Timestamp read_ts;
-      if (snapshot != nullptr && snapshot->snapshot_type == SNAPSHOT_ANY &&
-          Session::Get().RecallVersion(ks.id, rowid, &read_ts)) {
-        throw RampError(
-            ramp::Status::Conflict("row " + std::to_string(rowid) +
-                                   " was deleted by a concurrent transaction after "
-                                   "this one read it"),
-            std::string("updating ramp table \"") + RelationGetRelationName(rel) + "\"");
-      }
-      return false;
+    // SnapshotAny: the executor re-fetches a row it is about to UPDATE, to build the new row
+    // from it. It must be the version the statement read, which the write names as the
+    // expected one: a commit in flight when the statement started may have landed since.
+    ramp::Timestamp read_ts;
+    const bool any = snapshot != nullptr && snapshot->snapshot_type == SNAPSHOT_ANY;
+    const bool have_read = any && Session::Get().RecallVersion(ks.id, rowid, &read_ts);
+    const bool found = FetchRow(ks, VisibilityOf(snapshot), rowid, &row, nullptr);
+    if (have_read && (!found || (!row.ts.zero() && !(row.ts == read_ts)))) {
+      // Heap keeps the old tuple; a ramp row changed or deleted by a concurrent transaction
+      // since this one read it is a write-write conflict (the commit would fail the same
+      // way). The version read stays the expected one.
+      Session::Get().RememberVersion(ks.id, rowid, read_ts);
+      throw RampError(ramp::Status::Conflict("row " + std::to_string(rowid) +
+                                             (found ? " changed" : " was deleted") +
+                                             " after this transaction read it"),
+                      std::string("updating ramp table \"") + RelationGetRelationName(rel) + "\"");
     }
+    if (!found) return false;
     StoreRow(slot, rel, rowid, row.value);
     return true;
   });

@@ -47,6 +47,17 @@ TM_Result DeleteRow(Relation rel, ItemPointer tid, CommandId cid, TM_FailureData
   const bool indexed = hashindex::HasRampHashIndexes(rel);
 
   if (const BufferedWrite* own = x.writes.Find(ks.id, key)) {
+    if (own->in_place && own->insert_cid == cid) {
+      // Updated by this very command already (heap: the old tuple's xmax/cmax are ours).
+      FillFailure(tmfd, tid, cid);
+      return TM_SelfModified;
+    }
+    if (own->in_place) {
+      // Updated in place by an earlier command: deleting it deletes the committed version
+      // that update read (its expected version stays).
+      x.writes.Delete(ks, key, cid, sub, true, nullptr);
+      return TM_Ok;
+    }
     if (own->deleted) {
       // Deleted by this transaction already (by this command when cmax == cid: the executor
       // then skips the row, as for heap).
@@ -207,11 +218,91 @@ TM_Result TupleDelete(Relation rel, ItemPointer tid, CommandId cid, Snapshot sna
   return result;
 }
 
+namespace {
+
+// An UPDATE may keep the row id (like heap's HOT) when no column of any index changes, the
+// table has no ramp_hash index (their entries are maintained by the table AM) and no
+// triggers (AFTER triggers fetch OLD by TID), and the row is a committed one this transaction
+// has not written yet. Then nothing is inserted into local indexes, the row's key gets a new
+// version with the read version as expected (write-write conflicts as before), and the key
+// never moves to another partition. Returns false (and changes nothing) otherwise.
+bool UpdateInPlace(Relation rel, ItemPointer otid, TupleTableSlot* slot, CommandId cid) {
+  if (rel->trigdesc != nullptr || hashindex::HasRampHashIndexes(rel)) return false;
+  uint64_t rowid = 0;
+  if (!RowIdOfTid(otid, &rowid)) return false;
+  const KeyspaceRef ks = RelationKeyspace(rel);
+  if (ks.fresh) return false;
+  XactState& x = Xact();
+  if (x.writes.Find(ks.id, EntryKey{0, rowid}) != nullptr) return false;
+  Session& session = Session::Get();
+  // The version the executor's new row was computed from: the one this statement read.
+  // (Recalled before any re-read: a commit in flight when the statement started may land
+  // in between, and the new value must replace exactly the version it came from.)
+  ramp::Timestamp expected;
+  const bool have_expected = session.RecallVersion(ks.id, rowid, &expected);
+  Bitmapset* indexed = RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_ALL);
+  if (indexed != nullptr || !have_expected) {
+    RowVersion old;
+    if (!FetchRow(ks, Visibility{}, rowid, &old, nullptr)) {
+      bms_free(indexed);
+      return false;  // gone meanwhile: the ordinary path reports it
+    }
+    if (!have_expected) {
+      expected = old.ts;
+    } else if (!(old.ts == expected)) {
+      bms_free(indexed);
+      throw RampError(ramp::Status::Conflict("row " + std::to_string(rowid) +
+                                             " changed after this transaction read it"),
+                      std::string("updating ramp table \"") + RelationGetRelationName(rel) + "\"");
+    }
+    if (indexed != nullptr) {
+      TupleTableSlot* before = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsVirtual);
+      StoreRow(before, rel, rowid, old.value);
+      slot_getallattrs(before);
+      slot_getallattrs(slot);
+      bool same = true;
+      int member = -1;
+      while (same && (member = bms_next_member(indexed, member)) >= 0) {
+        const AttrNumber att = member + FirstLowInvalidHeapAttributeNumber;
+        if (att <= 0) {  // a system column or a whole-row expression: be conservative
+          same = false;
+          break;
+        }
+        const Form_pg_attribute a = TupleDescAttr(RelationGetDescr(rel), att - 1);
+        const bool null_before = before->tts_isnull[att - 1];
+        const bool null_after = slot->tts_isnull[att - 1];
+        same = null_before == null_after &&
+               (null_before || datumIsEqual(before->tts_values[att - 1], slot->tts_values[att - 1],
+                                            a->attbyval, a->attlen));
+      }
+      ExecDropSingleTupleTableSlot(before);
+      bms_free(indexed);
+      if (!same) return false;
+    }
+  }
+  std::string value = EncodeSlot(slot);
+  const size_t limit = session.client().options().max_value_bytes;
+  if (value.size() > limit) return false;  // the ordinary path raises the clear error
+  x.writes.UpdateInPlace(ks, EntryKey{0, rowid}, std::move(value), cid,
+                         GetCurrentSubTransactionId(), expected);
+  slot->tts_tableOid = RelationGetRelid(rel);
+  slot->tts_tid = *otid;
+  return true;
+}
+
+}  // namespace
+
 TM_Result TupleUpdate(Relation rel, ItemPointer otid, TupleTableSlot* slot, CommandId cid,
                       Snapshot snapshot, Snapshot crosscheck, bool wait, TM_FailureData* tmfd,
                       LockTupleMode* lockmode, bool* update_indexes) {
   *lockmode = LockTupleExclusive;
   *update_indexes = true;  // a new row id: every index needs the new entry
+  const bool in_place = Boundary([&] { return UpdateInPlace(rel, otid, slot, cid); });
+  if (in_place) {
+    *update_indexes = false;
+    pgstat_count_heap_update(rel, true);
+    return TM_Ok;
+  }
   const TM_Result result = Boundary([&] {
     const TM_Result deleted = DeleteRow(rel, otid, cid, tmfd);
     if (deleted != TM_Ok) return deleted;

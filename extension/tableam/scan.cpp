@@ -122,6 +122,10 @@ struct TableScan {
         if (x != nullptr) {
           const BufferedWrite* own = x->writes.Find(ks.id, EntryKey{0, row.rowid});
           if (own != nullptr && vis.SeesDelete(*own)) continue;
+          if (own != nullptr && own->in_place && vis.SeesInsert(*own)) {
+            *rowid = row.rowid;  // updated in place by this transaction: its value
+            return &own->value;
+          }
         }
         *rowid = row.rowid;
         return &row.value;
@@ -145,7 +149,8 @@ struct TableScan {
     if (own != nullptr) {
       own->ForEachInGroup(0, overlay_next, [&](const EntryKey& k, const BufferedWrite& w) {
         overlay_next = k.rowid + 1;
-        if (!vis.SeesInsert(w) || vis.SeesDelete(w)) return true;
+        // Rows updated in place come with the remote rows (above), not from the overlay.
+        if (w.in_place || !vis.SeesInsert(w) || vis.SeesDelete(w)) return true;
         *rowid = k.rowid;
         next = &w.value;
         return false;

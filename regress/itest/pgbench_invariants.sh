@@ -40,8 +40,8 @@ check_invariants() {  # check_invariants WHAT: prints the violation, or nothing
       ELSE '' END"
 }
 
-log "pgbench TPC-B, 4 clients, 2 branches, 800 transactions"
-pgbench_in -c 4 -j 2 -t 200 --max-tries=100 > "$ITEST_DIR/run.out" 2>&1 || true
+log "pgbench TPC-B, 4 clients, 2 branches, 2000 transactions"
+pgbench_in -c 4 -j 2 -t 500 --max-tries=100 > "$ITEST_DIR/run.out" 2>&1 || true
 grep -E "processed|failed|retried|aborted|error" "$ITEST_DIR/run.out" | head -8
 processed="$(awk '/number of transactions actually processed/ { split($6, a, "/"); print a[1] }' "$ITEST_DIR/run.out")"
 [ -n "$processed" ] && [ "$processed" -gt 0 ] || { cat "$ITEST_DIR/run.out"; fail "pgbench committed nothing"; }
