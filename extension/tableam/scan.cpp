@@ -102,9 +102,7 @@ struct TableScan {
     } else {
       // Serial scans of tables beyond a few probe requests read the partitions' pages
       // (remote page I/O); small ones are cheaper to probe by row id.
-      const bool pages = guc::scan_method == 2 ||
-                         (guc::scan_method == 0 && Blocks() * kRowsPerBlock > kScannerMinRows);
-      if (pages && !ks.fresh) {
+      if (SequentialScanReadsPages(Blocks()) && !ks.fresh) {
         source = MakeScannerRowSource(ks);
         return;
       }
@@ -197,6 +195,11 @@ bool StoreNextOfBlock(TableScan& s, TupleTableSlot* slot) {
 }
 
 }  // namespace
+
+bool SequentialScanReadsPages(uint64_t row_id_blocks) {
+  return guc::scan_method == 2 ||
+         (guc::scan_method == 0 && row_id_blocks * kRowsPerBlock > kScannerMinRows);
+}
 
 TableScanDesc ScanBegin(Relation rel, Snapshot snapshot, int nkeys, struct ScanKeyData* key,
                         ParallelTableScanDesc pscan, uint32 flags) {

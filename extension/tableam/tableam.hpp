@@ -180,5 +180,8 @@ void RelationEstimateSize(Relation rel, int32* attr_widths, BlockNumber* pages, 
                           double* allvisfrac);
 // Row-id blocks of the table as last seen (no network; 0 when unknown).
 uint64_t CachedRowIdBlocks(Relation rel);
+// Whether a serial sequential scan of a table with that many row-id blocks reads the
+// partitions' pages (ramp.scan_method; scan.cpp) rather than probing row ids.
+bool SequentialScanReadsPages(uint64_t row_id_blocks);
 
 }  // namespace pgramp::tam

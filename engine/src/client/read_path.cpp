@@ -18,6 +18,7 @@ using protocol::Op;
 constexpr int kMaxMoves = 4;
 constexpr size_t kMaxItemsPerMessage = 8192;
 constexpr int kMaxReadRetries = 5;
+constexpr size_t kMaxOneSidedItems = 512;
 
 // Takes a GET reply's item into the slot.
 void Accept(ReadSlot& s, const protocol::GetResult& r) {
@@ -190,7 +191,11 @@ Status GetByRequest(Client::Impl& c, std::vector<ReadSlot>& slots, const std::ve
 Status RoundOne(Client::Impl& c, std::vector<ReadSlot>& slots, const Timestamp& snapshot) {
   std::vector<size_t> todo(slots.size());
   for (size_t i = 0; i < slots.size(); i++) todo[i] = i;
-  const bool get_star = c.options.read_path == ReadPath::kGetStar;
+  // Large reads (scans probing thousands of keys) go by request: one GET per node is cheaper
+  // than a one-sided read per key, and caching thousands of addresses per read would cost
+  // more (a string-keyed map insertion per key) than it ever saves.
+  const bool get_star =
+      c.options.read_path == ReadPath::kGetStar && slots.size() <= kMaxOneSidedItems;
   for (int attempt = 0; attempt < kMaxMoves && !todo.empty(); attempt++) {
     std::vector<PartitionId> parts;
     for (size_t i : todo) parts.push_back(slots[i].part);
