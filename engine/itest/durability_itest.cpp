@@ -548,5 +548,18 @@ TEST(ReadOnlyDataDirTest, ReadOnlyDataDirectoryIsRefusedAtStart) {
   rmdir(mnt.c_str());
 }
 
+// The page I/O memory budget evicts pages to page files; the durable log checkpoints pages
+// from memory. Until the two share files, asking for both is refused with the reason.
+TEST(MemoryBudgetTest, BudgetWithADataDirectoryIsRefusedWithTheReason) {
+  TestClusterOptions o = DurableOptions(1);
+  o.page_files = true;
+  o.extra_args.push_back("--memory-budget-mb=8");
+  std::unique_ptr<TestCluster> cluster;
+  Status st = TestCluster::Start(o, &cluster);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("cannot be combined with --data"), std::string::npos)
+      << st.ToString();
+}
+
 }  // namespace
 }  // namespace ramp::testing
