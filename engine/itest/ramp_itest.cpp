@@ -342,6 +342,27 @@ TEST_F(ClusterTest, StrictTwoPhaseLockingBaseline) {
   EXPECT_EQ(r.value, "two");
 }
 
+// A transaction over the client's batch limit is refused at Commit with a clear error that
+// counts its writes, and nothing of it is written.
+TEST_F(ClusterTest, TransactionOverTheBatchLimitIsRefusedAndWritesNothing) {
+  ClientOptions o =
+      cluster_->ClientOptionsFor(Provider::kShm, ReadPath::kGetPlus, WritePath::kPutPlus);
+  o.max_batch_items = 10;
+  std::unique_ptr<Client> c;
+  ASSERT_TRUE(Client::Open(o, &c).ok());
+  const KeyspaceId ks = KeyHash(std::string("batch-limit"));
+  auto t = c->Begin();
+  for (int i = 0; i < 11; i++) ASSERT_TRUE(t->Put(ks, "k" + std::to_string(i), "v").ok());
+  Status st = t->Commit();
+  EXPECT_TRUE(st.Is(Status::Code::kTooLarge)) << st.ToString();
+  EXPECT_NE(st.message().find("transaction of 11 writes exceeds the batch limit of 10"),
+            std::string::npos)
+      << st.ToString();
+  ReadResult r;
+  ASSERT_TRUE(c->Begin()->Get(ks, "k0", &r).ok());
+  EXPECT_FALSE(r.found);
+}
+
 TEST_F(ClusterTest, StatusAndPartitions) {
   auto c = Open(Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
   auto t = c->Begin();

@@ -230,9 +230,9 @@ Status Transaction::Delete(KeyspaceId keyspace, std::string_view key, const Time
 Status Transaction::Commit(Timestamp* commit_ts) {
   if (state_->finished) return Status::InvalidArgument("transaction already finished");
   Client::Impl& c = *client_->impl();
-  if (state_->writes.size() > c.options.max_batch_items) {
-    Abort();
-    return Status::TooLarge("transaction of " + std::to_string(state_->writes.size()) +
+  if (const size_t writes = state_->writes.size(); writes > c.options.max_batch_items) {
+    Abort();  // clears the writes: the message counts them before
+    return Status::TooLarge("transaction of " + std::to_string(writes) +
                             " writes exceeds the batch limit of " +
                             std::to_string(c.options.max_batch_items));
   }
