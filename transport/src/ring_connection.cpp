@@ -384,6 +384,37 @@ void RingConnection::FailReceive(const Status& why) {
   CloseWith(Status::Corruption("malformed frame from " + peer() + ": " + why.message()));
 }
 
+Status RingConnection::PostRead(void* local, const RemoteRegion& remote, uint64_t offset,
+                                uint64_t len, uint64_t wr_id) {
+  return PostOneSided(false, local, remote, offset, len, wr_id, nullptr);
+}
+
+Status RingConnection::PostWrite(const void* local, const RemoteRegion& remote, uint64_t offset,
+                                 uint64_t len, uint64_t wr_id) {
+  return PostOneSided(true, const_cast<void*>(local), remote, offset, len, wr_id, nullptr);
+}
+
+Status RingConnection::PostRead(void* local, const RemoteRegion& remote, uint64_t offset,
+                                uint64_t len, CompletionCallback done) {
+  return PostOneSided(false, local, remote, offset, len, 0, std::move(done));
+}
+
+Status RingConnection::PostWrite(const void* local, const RemoteRegion& remote, uint64_t offset,
+                                 uint64_t len, CompletionCallback done) {
+  return PostOneSided(true, const_cast<void*>(local), remote, offset, len, 0, std::move(done));
+}
+
+Status RingConnection::DescribeOwnRegion(const RemoteRegion& local_region, RemoteRegion* handle,
+                                         std::vector<SegmentPiece>* pieces) {
+  if (closed()) return Status::Unavailable("connection to " + peer() + " is closed");
+  RAMP_RETURN_IF_ERROR(memory_->Describe(local_region.id, handle, pieces));
+  if (handle->key != local_region.key) {
+    return Status::InvalidArgument("Expose: handle does not match region " +
+                                   std::to_string(local_region.id));
+  }
+  return Status::OK();
+}
+
 bool RingConnection::Receive(MessageView* out) {
   if (held_ != Held::kNone) {
     *out = held_view_;

@@ -83,6 +83,16 @@ class RingConnection : public Connection {
   int wait_fd() const final { return epoll_.get(); }
   bool Arm() final;
 
+  // One-sided operations: the four overloads of the contract funnel into PostOneSided.
+  Status PostRead(void* local, const RemoteRegion& remote, uint64_t offset, uint64_t len,
+                  uint64_t wr_id) final;
+  Status PostWrite(const void* local, const RemoteRegion& remote, uint64_t offset, uint64_t len,
+                   uint64_t wr_id) final;
+  Status PostRead(void* local, const RemoteRegion& remote, uint64_t offset, uint64_t len,
+                  CompletionCallback done) final;
+  Status PostWrite(const void* local, const RemoteRegion& remote, uint64_t offset, uint64_t len,
+                   CompletionCallback done) final;
+
   bool closed() const final { return closed_.load(std::memory_order_acquire); }
   Status close_status() const final;
   void Close() override;
@@ -104,7 +114,16 @@ class RingConnection : public Connection {
   Status WatchFd(int fd, uint32_t events);
   Status ModifyWatch(int fd, uint32_t events);
 
+  // The checks every provider's Expose starts with: the connection is open and the handle is
+  // one of ours (its key matches the registration); *handle and *pieces describe it.
+  Status DescribeOwnRegion(const RemoteRegion& local_region, RemoteRegion* handle,
+                           std::vector<SegmentPiece>* pieces);
+
   // ---- provider hooks ------------------------------------------------------------------
+  // A one-sided read (write = false) or write of len bytes at offset of remote; completes
+  // with wr_id through Poll, or through cb when cb is set.
+  virtual Status PostOneSided(bool write, void* local, const RemoteRegion& remote, uint64_t offset,
+                              uint64_t len, uint64_t wr_id, CompletionCallback cb) = 0;
   // Writes a frame at `position` of the peer's ring: the 8-byte size field, the body, the
   // trailing indicator, and only then the lead indicator. A wrap marker is a frame with
   // size_field == ring::kWrapMarker and no body (no trail either).

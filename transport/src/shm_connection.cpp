@@ -106,8 +106,9 @@ Status ShmConnection::AttachShm(const wire::Setup& theirs, std::vector<UniqueFd>
 
 // ---- one-sided operations -------------------------------------------------------------------
 
-Status ShmConnection::Copy(bool write, void* local, const RemoteRegion& remote, uint64_t offset,
-                           uint64_t len, uint64_t wr_id, CompletionCallback cb) {
+Status ShmConnection::PostOneSided(bool write, void* local, const RemoteRegion& remote,
+                                   uint64_t offset, uint64_t len, uint64_t wr_id,
+                                   CompletionCallback cb) {
   RAMP_RETURN_IF_ERROR(AdmitOperation(len, write));
   const uint32_t access = write ? kAccessWrite : kAccessRead;
   Status s = imports_.Copy(remote, offset, len, access, local);
@@ -136,37 +137,12 @@ Status ShmConnection::Copy(bool write, void* local, const RemoteRegion& remote, 
   return Status::OK();
 }
 
-Status ShmConnection::PostRead(void* local, const RemoteRegion& remote, uint64_t offset,
-                               uint64_t len, uint64_t wr_id) {
-  return Copy(false, local, remote, offset, len, wr_id, nullptr);
-}
-
-Status ShmConnection::PostWrite(const void* local, const RemoteRegion& remote, uint64_t offset,
-                                uint64_t len, uint64_t wr_id) {
-  return Copy(true, const_cast<void*>(local), remote, offset, len, wr_id, nullptr);
-}
-
-Status ShmConnection::PostRead(void* local, const RemoteRegion& remote, uint64_t offset,
-                               uint64_t len, CompletionCallback done) {
-  return Copy(false, local, remote, offset, len, 0, std::move(done));
-}
-
-Status ShmConnection::PostWrite(const void* local, const RemoteRegion& remote, uint64_t offset,
-                                uint64_t len, CompletionCallback done) {
-  return Copy(true, const_cast<void*>(local), remote, offset, len, 0, std::move(done));
-}
-
 // ---- exposing regions -----------------------------------------------------------------------
 
 Status ShmConnection::Expose(const RemoteRegion& local_region) {
-  if (closed()) return Status::Unavailable("connection to " + peer_ + " is closed");
   RemoteRegion handle;
   std::vector<SegmentPiece> pieces;
-  RAMP_RETURN_IF_ERROR(memory_->Describe(local_region.id, &handle, &pieces));
-  if (handle.key != local_region.key) {
-    return Status::InvalidArgument("Expose: handle does not match region " +
-                                   std::to_string(local_region.id));
-  }
+  RAMP_RETURN_IF_ERROR(DescribeOwnRegion(local_region, &handle, &pieces));
   if (pieces.size() > wire::kMaxExposePieces) {
     return Status::TooLarge("region " + std::to_string(handle.id) + " has " +
                             std::to_string(pieces.size()) + " pieces; shm exposes at most " +

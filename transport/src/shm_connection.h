@@ -27,17 +27,11 @@ class ShmConnection final : public RingConnection {
   Provider provider() const override { return Provider::kShm; }
   std::string peer() const override { return peer_; }
 
-  Status PostRead(void* local, const RemoteRegion& remote, uint64_t offset, uint64_t len,
-                  uint64_t wr_id) override;
-  Status PostWrite(const void* local, const RemoteRegion& remote, uint64_t offset, uint64_t len,
-                   uint64_t wr_id) override;
-  Status PostRead(void* local, const RemoteRegion& remote, uint64_t offset, uint64_t len,
-                  CompletionCallback done) override;
-  Status PostWrite(const void* local, const RemoteRegion& remote, uint64_t offset, uint64_t len,
-                   CompletionCallback done) override;
   Status Expose(const RemoteRegion& local_region) override;
 
  protected:
+  Status PostOneSided(bool write, void* local, const RemoteRegion& remote, uint64_t offset,
+                      uint64_t len, uint64_t wr_id, CompletionCallback cb) override;
   Status WriteFrame(uint64_t position, uint64_t size_field, const iovec* body, int iovcnt,
                     size_t body_len) override;
   Status WriteCredits(uint64_t consumed) override;
@@ -49,8 +43,6 @@ class ShmConnection final : public RingConnection {
   ShmConnection(const TransportOptions& options, std::shared_ptr<Memory> memory, UniqueFd sock,
                 std::string peer);
   Status AttachShm(const wire::Setup& theirs, std::vector<UniqueFd> fds);
-  Status Copy(bool write, void* local, const RemoteRegion& remote, uint64_t offset, uint64_t len,
-              uint64_t wr_id, CompletionCallback cb);
   // Reads every control message waiting on the socket.
   void DrainControl();
   Status HandleControl(const ControlMessage& m);

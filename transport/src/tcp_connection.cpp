@@ -91,8 +91,9 @@ Status TcpConnection::Establish(UniqueFd sock, const std::string& peer, bool ser
 
 // ---- posting --------------------------------------------------------------------------------
 
-Status TcpConnection::Post(bool write, void* local, const RemoteRegion& remote, uint64_t offset,
-                           uint64_t len, uint64_t wr_id, CompletionCallback cb) {
+Status TcpConnection::PostOneSided(bool write, void* local, const RemoteRegion& remote,
+                                   uint64_t offset, uint64_t len, uint64_t wr_id,
+                                   CompletionCallback cb) {
   RAMP_RETURN_IF_ERROR(AdmitOperation(len, write));
   const uint64_t id = next_request_++;
   {
@@ -122,37 +123,12 @@ Status TcpConnection::Post(bool write, void* local, const RemoteRegion& remote, 
   return Status::OK();
 }
 
-Status TcpConnection::PostRead(void* local, const RemoteRegion& remote, uint64_t offset,
-                               uint64_t len, uint64_t wr_id) {
-  return Post(false, local, remote, offset, len, wr_id, nullptr);
-}
-
-Status TcpConnection::PostWrite(const void* local, const RemoteRegion& remote, uint64_t offset,
-                                uint64_t len, uint64_t wr_id) {
-  return Post(true, const_cast<void*>(local), remote, offset, len, wr_id, nullptr);
-}
-
-Status TcpConnection::PostRead(void* local, const RemoteRegion& remote, uint64_t offset,
-                               uint64_t len, CompletionCallback done) {
-  return Post(false, local, remote, offset, len, 0, std::move(done));
-}
-
-Status TcpConnection::PostWrite(const void* local, const RemoteRegion& remote, uint64_t offset,
-                                uint64_t len, CompletionCallback done) {
-  return Post(true, const_cast<void*>(local), remote, offset, len, 0, std::move(done));
-}
-
 Status TcpConnection::Expose(const RemoteRegion& local_region) {
   // Nothing to hand over: the target checks every access itself. Still say early when the
   // handle is not ours.
-  if (closed()) return Status::Unavailable("connection to " + peer_ + " is closed");
   RemoteRegion handle;
   std::vector<SegmentPiece> pieces;
-  RAMP_RETURN_IF_ERROR(memory_->Describe(local_region.id, &handle, &pieces));
-  if (handle.key != local_region.key) {
-    return Status::InvalidArgument("Expose: handle does not match region " +
-                                   std::to_string(local_region.id));
-  }
+  RAMP_RETURN_IF_ERROR(DescribeOwnRegion(local_region, &handle, &pieces));
   return Status::OK();
 }
 

@@ -31,18 +31,12 @@ class TcpConnection final : public RingConnection {
   Provider provider() const override { return Provider::kTcp; }
   std::string peer() const override { return peer_; }
 
-  Status PostRead(void* local, const RemoteRegion& remote, uint64_t offset, uint64_t len,
-                  uint64_t wr_id) override;
-  Status PostWrite(const void* local, const RemoteRegion& remote, uint64_t offset, uint64_t len,
-                   uint64_t wr_id) override;
-  Status PostRead(void* local, const RemoteRegion& remote, uint64_t offset, uint64_t len,
-                  CompletionCallback done) override;
-  Status PostWrite(const void* local, const RemoteRegion& remote, uint64_t offset, uint64_t len,
-                   CompletionCallback done) override;
   Status Expose(const RemoteRegion& local_region) override;
   void Close() override;
 
  protected:
+  Status PostOneSided(bool write, void* local, const RemoteRegion& remote, uint64_t offset,
+                      uint64_t len, uint64_t wr_id, CompletionCallback cb) override;
   Status WriteFrame(uint64_t position, uint64_t size_field, const iovec* body, int iovcnt,
                     size_t body_len) override;
   Status WriteCredits(uint64_t consumed) override;
@@ -63,8 +57,6 @@ class TcpConnection final : public RingConnection {
 
   TcpConnection(const TransportOptions& options, std::shared_ptr<Memory> memory, UniqueFd sock,
                 std::string peer);
-  Status Post(bool write, void* local, const RemoteRegion& remote, uint64_t offset, uint64_t len,
-              uint64_t wr_id, CompletionCallback cb);
 
   // ---- the reading side (responder thread, or the owner inline) ----
   void ServeInput();

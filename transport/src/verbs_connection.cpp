@@ -671,35 +671,10 @@ Status VerbsConnection::PostOneSided(bool write, void* local, const RemoteRegion
   return Status::OK();
 }
 
-Status VerbsConnection::PostRead(void* local, const RemoteRegion& remote, uint64_t offset,
-                                 uint64_t len, uint64_t wr_id) {
-  return PostOneSided(false, local, remote, offset, len, wr_id, nullptr);
-}
-
-Status VerbsConnection::PostWrite(const void* local, const RemoteRegion& remote, uint64_t offset,
-                                  uint64_t len, uint64_t wr_id) {
-  return PostOneSided(true, const_cast<void*>(local), remote, offset, len, wr_id, nullptr);
-}
-
-Status VerbsConnection::PostRead(void* local, const RemoteRegion& remote, uint64_t offset,
-                                 uint64_t len, CompletionCallback done) {
-  return PostOneSided(false, local, remote, offset, len, 0, std::move(done));
-}
-
-Status VerbsConnection::PostWrite(const void* local, const RemoteRegion& remote, uint64_t offset,
-                                  uint64_t len, CompletionCallback done) {
-  return PostOneSided(true, const_cast<void*>(local), remote, offset, len, 0, std::move(done));
-}
-
 Status VerbsConnection::Expose(const RemoteRegion& local_region) {
-  if (closed()) return Status::Unavailable("connection to " + peer_ + " is closed");
   RemoteRegion handle;
   std::vector<SegmentPiece> pieces;
-  RAMP_RETURN_IF_ERROR(memory_->Describe(local_region.id, &handle, &pieces));
-  if (handle.key != local_region.key) {
-    return Status::InvalidArgument("Expose: handle does not match region " +
-                                   std::to_string(local_region.id));
-  }
+  RAMP_RETURN_IF_ERROR(DescribeOwnRegion(local_region, &handle, &pieces));
   wire::VerbsExpose e;
   e.region = handle;
   for (const SegmentPiece& p : pieces) {

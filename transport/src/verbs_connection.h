@@ -59,17 +59,11 @@ class VerbsConnection final : public RingConnection {
   Provider provider() const override { return Provider::kVerbs; }
   std::string peer() const override { return peer_; }
 
-  Status PostRead(void* local, const RemoteRegion& remote, uint64_t offset, uint64_t len,
-                  uint64_t wr_id) override;
-  Status PostWrite(const void* local, const RemoteRegion& remote, uint64_t offset, uint64_t len,
-                   uint64_t wr_id) override;
-  Status PostRead(void* local, const RemoteRegion& remote, uint64_t offset, uint64_t len,
-                  CompletionCallback done) override;
-  Status PostWrite(const void* local, const RemoteRegion& remote, uint64_t offset, uint64_t len,
-                   CompletionCallback done) override;
   Status Expose(const RemoteRegion& local_region) override;
 
  protected:
+  Status PostOneSided(bool write, void* local, const RemoteRegion& remote, uint64_t offset,
+                      uint64_t len, uint64_t wr_id, CompletionCallback cb) override;
   Status WriteFrame(uint64_t position, uint64_t size_field, const iovec* body, int iovcnt,
                     size_t body_len) override;
   Status WriteCredits(uint64_t consumed) override;
@@ -143,8 +137,6 @@ class VerbsConnection final : public RingConnection {
   // slots get retired. Busy when the queue is full. *last_seq: the last request's number.
   Status PostSendChain(ibv_send_wr* first, uint64_t* last_seq);
   bool SqHasRoom(int count);
-  Status PostOneSided(bool write, void* local, const RemoteRegion& remote, uint64_t offset,
-                      uint64_t len, uint64_t wr_id, CompletionCallback cb);
   Status CheckImported(const RemoteRegion& handle, uint64_t offset, uint64_t len, uint32_t access,
                        const ImportedRegion** out);
 
