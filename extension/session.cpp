@@ -378,12 +378,15 @@ void Session::NoteRead(ramp::KeyspaceId ks, uint64_t rowid, const ramp::Timestam
     return;
   }
   statement_read_[RowRef{ks, rowid}] = ts;
-  if (metadata.empty() || ts.zero()) return;
-  ramp::record::Metadata md;
-  if (!ramp::record::DecodeMetadata(metadata, &md).ok() ||
-      md.mode != ramp::record::Metadata::Mode::kKeys) {
-    return;  // bulk writes name partitions: nothing per row to check
+  // Bulk writes name partitions, not keys: nothing per row to check. Their mode byte says so
+  // without decoding the partition list of every row a scan-sized fetch reads.
+  if (metadata.empty() || ts.zero() ||
+      static_cast<uint8_t>(metadata[0]) !=
+          static_cast<uint8_t>(ramp::record::Metadata::Mode::kKeys)) {
+    return;
   }
+  ramp::record::Metadata md;
+  if (!ramp::record::DecodeMetadata(metadata, &md).ok()) return;
   // A commit younger than this may still be on its way to some partitions; older ones
   // are complete (unless their client died mid-commit), and their deletions may have been
   // forgotten by the servers' GC (a row then reads as never written: not a fracture).
