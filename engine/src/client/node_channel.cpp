@@ -119,6 +119,16 @@ void NodeChannel::Reset(const Status& why) {
   last_error_ = why;
 }
 
+bool NodeChannel::ResetIfClosed() {
+  if (!conn_) return false;
+  transport::Completion completions[4];
+  (void)conn_->Poll(completions, 4);
+  // Arming only makes the peer ring the doorbell once more; the next sleep drains it.
+  if (!conn_->closed()) (void)conn_->Arm();
+  if (conn_->closed()) Reset(conn_->close_status());
+  return conn_ != nullptr;
+}
+
 Status NodeChannel::Open() {
   Status st = Connect();
   if (!has_endpoint_) return st;  // "<name> has no endpoint"

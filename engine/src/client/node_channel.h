@@ -167,6 +167,10 @@ class NodeChannel {
   Status SayHello();
   // Drops the connection (the next Open reconnects) and records why.
   void Reset(const Status& why);
+  // For a connection with nothing in flight: notices a peer that went away meanwhile (polls
+  // it, and arms it, which looks at the provider's control path: shm learns of a dead peer
+  // there) and resets the channel if so. True when the channel is still open.
+  bool ResetIfClosed();
 
   // Sends a request: header (op, count, request id, our clock) and body. The header is
   // encoded into a buffer that is reused from call to call.

@@ -284,9 +284,7 @@ Status PageReader::Read(std::span<const PageRef> pages, const Sink& sink) {
   // A connection the server closed while we were not using it is reopened when next needed
   // (reads are idempotent); one closed with batches in flight fails the read below.
   for (Impl::Conn* c : im.all_conns) {
-    if (c->in_flight == 0 && c->channel.is_open() && c->channel.conn()->closed()) {
-      c->channel.Reset(c->channel.conn()->close_status());
-    }
+    if (c->in_flight == 0) (void)c->channel.ResetIfClosed();
   }
   Waiter waiter(*im.context, &im.doorbells);
   size_t queued = pages.size();
