@@ -72,7 +72,7 @@ struct Client::Impl final : ChannelContext, ClusterView {
   uint64_t next_request = 1;
   uint64_t next_txn = 1;
   ClientStats stats;
-  DoorbellSet doorbells;  // every channel's connection (declared before nodes: outlives them)
+  DoorbellSet doorbells;  // every channel's connection (~Impl closes the channels first)
 
   ~Impl();
 
