@@ -140,7 +140,7 @@ TEST(NodeChannelTest, ServerThatNeverAnswersHelloTimesOutWithAClearMessage) {
   EXPECT_LT(took, 3000);
   // The wait slept on the doorbell (at most WaitPolicy::kMaxSleepMs at a time) and ran
   // the hook after every sleep.
-  EXPECT_GE(sleeps, 300u / WaitPolicy::kMaxSleepMs / 2);
+  EXPECT_GE(sleeps, 3u);
   EXPECT_GE(hooks, static_cast<int>(sleeps));
   EXPECT_FALSE(ch.is_open());
   EXPECT_EQ(doorbells.size(), 0u) << "a reset channel leaves the doorbell set";
@@ -225,7 +225,7 @@ TEST(WaiterTest, SpinsSleepsRunsTheHookAndTimesOut) {
   EXPECT_TRUE(st.Is(Status::Code::kTimeout));
   EXPECT_EQ(st.message(), "nothing within 100 ms");
   EXPECT_LT(MsSince(t0), 1000);
-  EXPECT_GE(sleeps, 100u / WaitPolicy::kMaxSleepMs);
+  EXPECT_GE(sleeps, 3u);  // 100 ms in sleeps of at most 10 ms (fewer when the machine is busy)
   EXPECT_EQ(timeouts, sleeps);
   EXPECT_TRUE(w.expired());
 }
