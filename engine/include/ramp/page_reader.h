@@ -10,7 +10,10 @@
 // for. A mismatch is a Corruption error, never data.
 //
 // Single-threaded like the Client it belongs to; it never starts threads. A PageReader must
-// not outlive its Client.
+// not outlive its Client. Its connections are its own (several per server, apart from the
+// client's): each is opened on first use, and again once a server closed it, and every
+// wait follows the client library's one wait policy (spin, sleep on doorbells, wait hook,
+// timeout).
 #pragma once
 
 #include <cstdint>

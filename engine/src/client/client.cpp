@@ -1,10 +1,6 @@
 // Client set-up, routing (buckets, directory cache) and administration calls.
 #include "ramp/client.h"
 
-#include <sys/epoll.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
 #include <map>
 
@@ -55,8 +51,8 @@ Status Client::Open(const ClientOptions& options, std::unique_ptr<Client>* out) 
   impl->options = options;
   impl->client_id = options.client_id != 0 ? options.client_id : (transport::RandomU64() | 1);
   impl->memory = transport::Memory::Create();
-  impl->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-  if (impl->epoll_fd < 0) return Status::FromErrno("epoll_create1", errno);
+  RAMP_RETURN_IF_ERROR(impl->doorbells.Init());
+  impl->doorbells.CountInto(&impl->stats.sleeps, &impl->stats.sleep_timeouts);
   RAMP_RETURN_IF_ERROR(impl->Bootstrap());
   out->reset(new Client(std::move(impl)));
   return Status::OK();
@@ -66,71 +62,46 @@ namespace {
 void SetChannels(Node* node, const std::vector<transport::Endpoint>& eps,
                  transport::Provider preferred) {
   for (const auto& ep : eps) {
-    if (ep.provider == transport::Provider::kTcp && !node->channels[0].has_endpoint) {
-      node->channels[0].endpoint = ep;
-      node->channels[0].has_endpoint = true;
+    if (ep.provider == transport::Provider::kTcp && !node->channels[0].has_endpoint()) {
+      node->channels[0].SetEndpoint(ep);
     }
     if (ep.provider == preferred && preferred != transport::Provider::kTcp &&
-        !node->channels[1].has_endpoint) {
-      node->channels[1].endpoint = ep;
-      node->channels[1].has_endpoint = true;
+        !node->channels[1].has_endpoint()) {
+      node->channels[1].SetEndpoint(ep);
     }
   }
 }
 }  // namespace
 
+ClusterView* ClusterViewOf(Client* client) {
+  return client->impl();
+}
+
 Status Client::Impl::Bootstrap() {
   std::string errors;
   Status refused;  // a server that rejected our token: say so rather than "unreachable"
   for (const auto& seed : options.seeds) {
-    // A provisional single-node table so that Connect/Call work before the cluster is known.
-    nodes.clear();
-    nodes.emplace_back();
-    nodes[0].endpoints = seed.ToString();
     const ChannelKind kind =
         seed.provider == transport::Provider::kTcp ? ChannelKind::kRpc : ChannelKind::kFast;
-    Channel& ch = nodes[0].channels[static_cast<int>(kind)];
-    ch.endpoint = seed;
-    ch.has_endpoint = true;
     // The seed's own index is unknown until it answers: accept whatever it says once.
-    transport::TransportOptions t;
-    t.token = options.token;
-    t.ring_bytes = options.ring_bytes;
-    t.connect_timeout_ms = options.connect_timeout_ms;
-    t.handshake_timeout_ms = options.connect_timeout_ms;
-    t.responder_thread = false;
-    t.wait_hook = options.wait_hook;
-    std::unique_ptr<transport::Connection> conn;
-    Status st = transport::Connect(seed, t, memory, &conn);
+    NodeChannel ch;
+    ch.Setup(this, &doorbells, NodeChannel::kAnyNode, "the server at " + seed.ToString());
+    ch.SetEndpoint(seed);
+    Status st = ch.Connect();
     if (!st.ok()) {
       if (st.Is(Status::Code::kCancelled)) return st;
       if (st.Is(Status::Code::kPermissionDenied) && refused.ok()) refused = st;
       errors += (errors.empty() ? "" : "; ") + seed.ToString() + ": " + st.message();
       continue;
     }
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u64 = static_cast<uint64_t>(kind);
-    epoll_ctl(epoll_fd, EPOLL_CTL_ADD, conn->wait_fd(), &ev);
-    ch.conn = std::move(conn);
-    protocol::Hello hello;
-    hello.client_id = client_id;
-    std::string body;
-    protocol::Encode(hello, &body);
-    PendingCall reply;
-    st = CallAndWait(0, kind, Op::kHello, 0, body, &reply);
-    protocol::HelloReply hr;
-    if (st.ok()) st = protocol::Decode(reply.body(), &hr);
+    st = ch.SayHello();
     if (!st.ok()) {
-      if (ch.conn) {
-        epoll_ctl(epoll_fd, EPOLL_CTL_DEL, ch.conn->wait_fd(), nullptr);
-        ch.conn->Close();
-      }
       if (st.Is(Status::Code::kPermissionDenied) || st.Is(Status::Code::kCancelled)) return st;
       errors += (errors.empty() ? "" : "; ") + seed.ToString() + ": " + st.message();
       continue;
     }
     // The cluster as the seed knows it.
+    const protocol::HelloReply& hr = ch.hello();
     std::vector<Node> cluster(hr.node_count);
     for (uint32_t i = 0; i < hr.node_count; i++) {
       cluster[i].index = i;
@@ -140,17 +111,14 @@ Status Client::Impl::Bootstrap() {
       if (!ps.ok()) return ps.Annotate("cluster node list from " + seed.ToString());
       SetChannels(&cluster[i], eps, options.provider);
     }
-    // Keep the seed connection as node hr.node's channel of the seed's kind.
-    Channel& mine = cluster[hr.node].channels[static_cast<int>(kind)];
-    epoll_ctl(epoll_fd, EPOLL_CTL_DEL, ch.conn->wait_fd(), nullptr);
-    mine.conn = std::move(ch.conn);
-    mine.hello = hr;
-    mine.endpoint = seed;
-    mine.has_endpoint = true;
-    ev.data.u64 = (static_cast<uint64_t>(hr.node) << 1) | static_cast<uint64_t>(kind);
-    epoll_ctl(epoll_fd, EPOLL_CTL_ADD, mine.conn->wait_fd(), &ev);
-    nodes = std::move(cluster);
     default_buckets = hr.default_buckets;
+    // Keep the seed's connection as node hr.node's channel of the seed's kind.
+    NodeChannel& mine = cluster[hr.node].channels[static_cast<int>(kind)];
+    mine = std::move(ch);
+    nodes = std::move(cluster);
+    for (uint32_t i = 0; i < nodes.size(); i++) {
+      for (NodeChannel& c : nodes[i].channels) c.Setup(this, &doorbells, i, NodeName(i));
+    }
     return Status::OK();
   }
   nodes.clear();

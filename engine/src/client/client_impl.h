@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "client/cluster_view.h"
+#include "client/node_channel.h"
 #include "protocol/messages.h"
 #include "ramp/client.h"
 #include "ramp/hlc.h"
@@ -22,19 +24,10 @@ namespace ramp {
 // baseline); fast uses the preferred provider (shm, verbs) and carries GET+, GET*, PUT+.
 enum class ChannelKind : uint8_t { kRpc = 0, kFast = 1 };
 
-struct Channel {
-  transport::Provider provider = transport::Provider::kTcp;
-  transport::Endpoint endpoint;
-  bool has_endpoint = false;
-  std::unique_ptr<transport::Connection> conn;
-  protocol::HelloReply hello;  // valid once conn is set
-  Status last_error;           // why the last connect failed (for messages)
-};
-
 struct Node {
   uint32_t index = 0;
-  std::string endpoints;  // as the cluster lists them
-  Channel channels[2];
+  std::string endpoints;    // as the cluster lists them
+  NodeChannel channels[2];  // by ChannelKind
 };
 
 // The placement a client has cached for a partition.
@@ -66,11 +59,10 @@ struct PendingCall {
   std::string_view body() const { return std::string_view(reply).substr(protocol::kHeaderBytes); }
 };
 
-struct Client::Impl {
-  ClientOptions options;
-  std::shared_ptr<transport::Memory> memory;
-  HybridClock clock;
-  uint64_t client_id = 0;
+// The client's state. The channel context (options, memory, clock, client id) is its base:
+// every NodeChannel of the client, the page reader's included, shares it. ClusterView is
+// all the page reader sees of it.
+struct Client::Impl final : ChannelContext, ClusterView {
   uint32_t default_buckets = kDefaultBuckets;
   std::vector<Node> nodes;
   std::unordered_map<PartitionId, CachedPlacement, PartitionIdHash> placements;
@@ -80,7 +72,7 @@ struct Client::Impl {
   uint64_t next_request = 1;
   uint64_t next_txn = 1;
   ClientStats stats;
-  int epoll_fd = -1;
+  DoorbellSet doorbells;  // every channel's connection (~Impl closes the channels first)
 
   ~Impl();
 
@@ -91,8 +83,8 @@ struct Client::Impl {
     return PartitionId{keyspace, BucketOf(keyspace, key)};
   }
   // Owners of partitions: cached, or asked of their homes (one LOOKUP per home).
-  Status ResolveOwners(std::span<const PartitionId> parts);
-  uint32_t OwnerOf(const PartitionId& p) const;
+  Status ResolveOwners(std::span<const PartitionId> parts) override;
+  uint32_t OwnerOf(const PartitionId& p) const override;
   void NoteMoved(const PartitionId& p, uint32_t owner, uint64_t epoch);
   ChannelKind ReadChannel() const;
   ChannelKind WriteChannel() const;
@@ -100,7 +92,7 @@ struct Client::Impl {
   // one when the node has no endpoint of the preferred provider.
   ChannelKind Effective(uint32_t node, ChannelKind kind) const;
   // The channel's connection to a node, connecting (and saying HELLO) when needed.
-  Status Connected(uint32_t node, ChannelKind kind, Channel** out);
+  Status Connected(uint32_t node, ChannelKind kind, NodeChannel** out);
 
   // ---- requests -------------------------------------------------------------------------
   // Sends a request; the reply is collected by Wait into calls[id].
@@ -117,16 +109,16 @@ struct Client::Impl {
   Status CallAndWait(uint32_t node, ChannelKind kind, protocol::Op op, uint32_t count,
                      std::string_view body, PendingCall* out);
 
-  std::chrono::steady_clock::time_point Deadline() const {
-    return std::chrono::steady_clock::now() + std::chrono::milliseconds(options.timeout_ms);
-  }
-  std::string NodeName(uint32_t node) const;
+  std::string NodeName(uint32_t node) const override;
+
+  // ---- ClusterView ----------------------------------------------------------------------
+  ChannelContext& channel_context() override { return *this; }
+  uint32_t node_count() const override { return static_cast<uint32_t>(nodes.size()); }
+  const transport::Endpoint* FastEndpoint(uint32_t node) const override;
 
  private:
   Status WaitLoop(std::span<const uint64_t> ids);
-  Status Progress(Channel& ch, uint32_t node, bool* did);
-  Status Sleep(int timeout_ms);
-  Status Connect(uint32_t node, ChannelKind kind);
+  Status Progress(uint32_t node, ChannelKind kind, bool* did);
   void Fail(uint32_t node, ChannelKind kind, const Status& why);
 };
 

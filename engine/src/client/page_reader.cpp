@@ -1,18 +1,14 @@
 // The pipelined page reader (ramp/page_reader.h).
 #include "ramp/page_reader.h"
 
-#include <poll.h>
-#include <sched.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <deque>
 #include <unordered_map>
 #include <unordered_set>
 
-#include "client/client_impl.h"
+#include "client/cluster_view.h"
+#include "client/node_channel.h"
 #include "common/record.h"
 #include "protocol/page_messages.h"
 #include "ramp/log.h"
@@ -21,12 +17,6 @@ namespace ramp {
 
 using protocol::PageReadItem;
 using protocol::PageReadResult;
-
-namespace {
-constexpr int kSpinRounds = 256;
-constexpr int kHookEveryRounds = 4096;
-constexpr int kMaxSleepMs = 1;
-}  // namespace
 
 Status CheckPageReply(const PageReadItem& asked, const PageReadResult& got, const uint8_t* data) {
   const PageReadItem& g = got.item;
@@ -57,9 +47,10 @@ Status CheckPageReply(const PageReadItem& asked, const PageReadResult& got, cons
 }
 
 struct PageReader::Impl {
+  // One of the reader's own connections to a node (several per node, apart from the
+  // client's channels: page batches must not queue behind transactions).
   struct Conn {
-    uint32_t node = 0;
-    std::unique_ptr<transport::Connection> conn;
+    NodeChannel channel;
     int in_flight = 0;
   };
   struct Batch {
@@ -69,10 +60,12 @@ struct PageReader::Impl {
     std::vector<PageReadItem> items;
   };
 
-  Client::Impl* client = nullptr;
+  ClusterView* cluster = nullptr;
+  ChannelContext* context = nullptr;  // the client's: options, memory, clock
   PageReaderOptions options;
+  DoorbellSet doorbells;                 // the reader's connections (declared before conns)
   std::vector<std::vector<Conn>> conns;  // per node
-  std::vector<Conn*> all_conns;
+  std::vector<Conn*> all_conns;          // connected at least once and not given up
   std::vector<uint8_t*> slot_bufs;
   size_t slot_bytes = 0;
   transport::RemoteRegion region;
@@ -83,36 +76,21 @@ struct PageReader::Impl {
   PageReaderStats stats;
 
   ~Impl() {
-    for (auto& node : conns) {
-      for (auto& c : node) {
-        if (c.conn) c.conn->Close();
-      }
-    }
+    conns.clear();  // closes the connections
     // Freeing is safe with writes still in flight: a closed tcp connection delivers
     // nothing more, and an shm server keeps its own mapping of the segment (it writes into
     // memory nobody reads). Freeing also removes the registration (the cache notices).
-    for (uint8_t* b : slot_bufs) (void)client->memory->Free(b);
+    for (uint8_t* b : slot_bufs) (void)context->memory->Free(b);
   }
 
-  Status Connect(uint32_t node, Conn* c);
-  Status Hello(Conn* c);
+  std::string NodeName(const Conn* c) const { return cluster->NodeName(c->channel.node()); }
+  // Connects (again) and says HELLO; the servers write pages into our buffers, so the
+  // region is exposed to them too.
+  Status Open(Conn* c);
   Status Send(Conn* c, const Batch& b, uint64_t id, uint8_t flags);
   Status Progress(Conn* c, bool* did, const Sink* sink, bool discard);
   Status Drain();
-  // Sleeps until a connection with batches in flight has something (doorbell, socket) or
-  // kMaxSleepMs passed: waiting for a disk must not burn the CPU the server needs.
-  void Sleep();
 };
-
-void PageReader::Impl::Sleep() {
-  std::vector<pollfd> fds;
-  for (Conn* c : all_conns) {
-    if (!c->conn || c->in_flight == 0) continue;
-    if (!c->conn->Arm()) return;  // something is already waiting
-    fds.push_back({c->conn->wait_fd(), POLLIN, 0});
-  }
-  if (!fds.empty()) (void)poll(fds.data(), fds.size(), kMaxSleepMs);
-}
 
 PageReader::PageReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 PageReader::~PageReader() = default;
@@ -129,13 +107,19 @@ Status PageReader::Open(Client* client, const PageReaderOptions& options,
         "servers' limit of batches in flight per connection)");
   }
   auto impl = std::make_unique<Impl>();
-  impl->client = client->impl();
+  impl->cluster = ClusterViewOf(client);
+  impl->context = &impl->cluster->channel_context();
   impl->options = options;
-  const size_t nodes = impl->client->nodes.size();
+  RAMP_RETURN_IF_ERROR(impl->doorbells.Init());
+  const uint32_t nodes = impl->cluster->node_count();
   impl->conns.resize(nodes);
-  for (size_t n = 0; n < nodes; n++) {
+  for (uint32_t n = 0; n < nodes; n++) {
     impl->conns[n].resize(static_cast<size_t>(options.connections_per_node));
-    for (auto& c : impl->conns[n]) c.node = static_cast<uint32_t>(n);
+    const transport::Endpoint* ep = impl->cluster->FastEndpoint(n);
+    for (auto& c : impl->conns[n]) {
+      c.channel.Setup(impl->context, &impl->doorbells, n, impl->cluster->NodeName(n));
+      if (ep != nullptr) c.channel.SetEndpoint(*ep);
+    }
   }
   // Discrete buffers, one per batch slot, registered as one handle.
   const size_t slots = nodes * static_cast<size_t>(options.connections_per_node) *
@@ -150,72 +134,26 @@ Status PageReader::Open(Client* client, const PageReaderOptions& options,
   for (size_t i = 0; i < slots; i++) {
     uint8_t* buf = nullptr;
     RAMP_RETURN_IF_ERROR(
-        impl->client->memory->Allocate(impl->slot_bytes, transport::kAccessReadWrite, &buf));
+        impl->context->memory->Allocate(impl->slot_bytes, transport::kAccessReadWrite, &buf));
     impl->slot_bufs.push_back(buf);
     iov[i] = {buf, impl->slot_bytes};
     impl->free_slots.push_back(static_cast<int>(i));
   }
-  RAMP_RETURN_IF_ERROR(impl->client->memory->RegisterCached(
+  RAMP_RETURN_IF_ERROR(impl->context->memory->RegisterCached(
       iov.data(), static_cast<int>(iov.size()), transport::kAccessWrite, &impl->region));
   out->reset(new PageReader(std::move(impl)));
   return Status::OK();
 }
 
-Status PageReader::Impl::Connect(uint32_t node, Conn* c) {
-  const ChannelKind kind = client->Effective(node, ChannelKind::kFast);
-  const Channel& ch = client->nodes[node].channels[static_cast<int>(kind)];
-  if (!ch.has_endpoint) return Status::Unavailable(client->NodeName(node) + " has no endpoint");
-  transport::TransportOptions t;
-  t.token = client->options.token;
-  t.ring_bytes = client->options.ring_bytes;
-  t.connect_timeout_ms = client->options.connect_timeout_ms;
-  t.handshake_timeout_ms = client->options.connect_timeout_ms;
-  t.responder_thread = false;  // never threads in a backend: peers are served while polling
-  t.wait_hook = client->options.wait_hook;
-  Status st = transport::Connect(ch.endpoint, t, client->memory, &c->conn);
-  if (!st.ok()) return st.Annotate("page reader: connecting to " + client->NodeName(node));
-  st = Hello(c);
-  // The servers write pages into our buffers: they must be able to address them.
-  if (st.ok()) st = c->conn->Expose(region);
+Status PageReader::Impl::Open(Conn* c) {
+  Status st = c->channel.Open();
+  if (st.ok()) st = c->channel.conn()->Expose(region);
   if (!st.ok()) {
-    c->conn->Close();
-    c->conn.reset();
-    return st.Annotate("page reader: " + client->NodeName(node));
+    c->channel.Reset(st);
+    return st.Annotate("page reader");
   }
-  all_conns.push_back(c);
+  if (std::find(all_conns.begin(), all_conns.end(), c) == all_conns.end()) all_conns.push_back(c);
   return Status::OK();
-}
-
-Status PageReader::Impl::Hello(Conn* c) {
-  protocol::Hello hello;
-  hello.client_id = client->client_id;
-  std::string msg;
-  protocol::Header h;
-  h.op = static_cast<uint16_t>(protocol::Op::kHello);
-  h.request_id = next_id++;
-  h.clock = client->clock.Peek();
-  protocol::EncodeHeader(h, &msg);
-  protocol::Encode(hello, &msg);
-  RAMP_RETURN_IF_ERROR(c->conn->Send(msg.data(), msg.size()));
-  const auto deadline = client->Deadline();
-  transport::Completion comps[8];
-  for (;;) {
-    c->conn->Poll(comps, 8);
-    transport::MessageView m;
-    if (c->conn->Receive(&m)) {
-      std::string_view bytes(reinterpret_cast<const char*>(m.data), m.size);
-      protocol::Header rh;
-      Status st = protocol::DecodeHeader(bytes, &rh);
-      if (st.ok()) st = protocol::DecodeErrorReply(rh, bytes.substr(protocol::kHeaderBytes));
-      if (st.ok() && rh.request_id != h.request_id) st = Status::Corruption("unexpected reply");
-      if (st.ok()) client->clock.Observe(rh.clock);
-      c->conn->Release();
-      return st.Annotate("HELLO");
-    }
-    if (c->conn->closed()) return c->conn->close_status();
-    if (std::chrono::steady_clock::now() > deadline) return Status::Timeout("no HELLO reply");
-    (void)c->conn->Wait(1);
-  }
 }
 
 Status PageReader::Impl::Send(Conn* c, const Batch& b, uint64_t id, uint8_t flags) {
@@ -223,24 +161,19 @@ Status PageReader::Impl::Send(Conn* c, const Batch& b, uint64_t id, uint8_t flag
   req.dest = region;
   req.flags = flags;
   req.items = b.items;
-  std::string msg;
-  protocol::Header h;
-  h.op = static_cast<uint16_t>(protocol::Op::kReadPages);
-  h.count = static_cast<uint32_t>(b.items.size());
-  h.request_id = id;
-  h.clock = client->clock.Peek();
-  protocol::EncodeHeader(h, &msg);
-  protocol::Encode(req, &msg);
-  return c->conn->Send(msg.data(), msg.size());
+  std::string body;
+  protocol::Encode(req, &body);
+  return c->channel.Send(protocol::Op::kReadPages, static_cast<uint32_t>(b.items.size()), id, body);
 }
 
 Status PageReader::Impl::Progress(Conn* c, bool* did, const Sink* sink, bool discard) {
+  transport::Connection* conn = c->channel.conn();
   transport::Completion comps[16];
   // tcp: serving the server's one-sided writes into our buffers happens in here.
-  if (c->conn->Poll(comps, 16) > 0) *did = true;
+  if (conn->Poll(comps, 16) > 0) *did = true;
   transport::MessageView m;
   Status result;
-  while (result.ok() && c->conn->Receive(&m)) {
+  while (result.ok() && conn->Receive(&m)) {
     *did = true;
     std::string_view bytes(reinterpret_cast<const char*>(m.data), m.size);
     protocol::Header h;
@@ -252,10 +185,10 @@ Status PageReader::Impl::Progress(Conn* c, bool* did, const Sink* sink, bool dis
                               " matches no READ_PAGES request in flight");
     }
     if (!st.ok()) {
-      c->conn->Release();
+      conn->Release();
       return st;
     }
-    client->clock.Observe(h.clock);
+    context->clock.Observe(h.clock);
     Batch b = std::move(it->second);
     in_flight.erase(it);
     c->in_flight--;
@@ -286,50 +219,48 @@ Status PageReader::Impl::Progress(Conn* c, bool* did, const Sink* sink, bool dis
       }
       st = (*sink)(b.indices[i], r.status, data, b.items[i].length);
     }
-    c->conn->Release();
-    if (!st.ok()) result = st.Annotate(client->NodeName(c->node));
+    conn->Release();
+    if (!st.ok()) result = st.Annotate(NodeName(c));
   }
-  if (result.ok() && c->conn->closed()) {
-    result = Status::Unavailable(client->NodeName(c->node) +
-                                 " went away: " + c->conn->close_status().message());
+  if (result.ok() && conn->closed()) {
+    result = Status::Unavailable(NodeName(c) + " went away: " + conn->close_status().message());
   }
   return result;
 }
 
 Status PageReader::Impl::Drain() {
-  // Batches still in flight will be written into their slots: wait for them (bounded), or
-  // give their connections up so that nothing lands in a slot reused later.
-  const auto deadline = client->Deadline();
-  while (!in_flight.empty() && std::chrono::steady_clock::now() < deadline) {
+  // Batches still in flight will be written into their slots: wait for them (bounded, and
+  // without the wait hook: this runs after it cancelled too), or give their connections up
+  // so that nothing lands in a slot reused later.
+  Waiter waiter(*context, &doorbells, /*hook=*/false);
+  while (!in_flight.empty()) {
     bool did = false;
     for (Conn* c : all_conns) {
-      if (c->conn && c->in_flight > 0 && !Progress(c, &did, nullptr, true).ok()) {
-        c->conn->Close();
-      }
+      if (!c->channel.is_open() || c->in_flight == 0) continue;
+      Status st = Progress(c, &did, nullptr, true);
+      if (!st.ok()) c->channel.Reset(st);
     }
     bool open = false;
-    for (Conn* c : all_conns) open |= c->conn && !c->conn->closed() && c->in_flight > 0;
-    if (!open) break;
-    if (!did) sched_yield();
+    for (Conn* c : all_conns) {
+      open |= c->channel.is_open() && !c->channel.conn()->closed() && c->in_flight > 0;
+    }
+    if (!open || !waiter.Next(did, [] { return std::string(); }).ok()) break;
   }
   for (auto& [id, b] : in_flight) {
     Conn* c = batch_conn[b.conn];
-    if (c->conn) {
-      c->conn->Close();
-      c->conn.reset();
-    }
+    c->channel.Reset(Status::Unavailable("page reader: batches given up"));
     c->in_flight = 0;
     (void)id;
   }
   in_flight.clear();
   // Slots of abandoned batches stay out of use for good (a late write may still hit them).
-  std::erase_if(all_conns, [](Conn* c) { return c->conn == nullptr; });
+  std::erase_if(all_conns, [](Conn* c) { return !c->channel.is_open(); });
   return Status::OK();
 }
 
 Status PageReader::Read(std::span<const PageRef> pages, const Sink& sink) {
   Impl& im = *impl_;
-  Client::Impl& cl = *im.client;
+  ClusterView& cl = *im.cluster;
   // Owners of the partitions involved.
   std::vector<PartitionId> parts;
   {
@@ -350,11 +281,15 @@ Status PageReader::Read(std::span<const PageRef> pages, const Sink& sink) {
     queue[cl.OwnerOf(pages[i].part)].push_back(i);
   }
   const uint8_t flags = im.options.prefer_disk ? protocol::kPagesPreferDisk : 0;
-  const auto deadline = cl.Deadline();
+  // A connection the server closed while we were not using it is reopened when next needed
+  // (reads are idempotent); one closed with batches in flight fails the read below.
+  for (Impl::Conn* c : im.all_conns) {
+    if (c->in_flight == 0) (void)c->channel.ResetIfClosed();
+  }
+  Waiter waiter(*im.context, &im.doorbells);
   size_t queued = pages.size();
-  int idle = 0;
   Status st;
-  for (uint64_t round = 1; st.ok() && (queued > 0 || !im.in_flight.empty()); round++) {
+  while (st.ok() && (queued > 0 || !im.in_flight.empty())) {
     bool did = false;
     // Issue batches while slots and connection depth allow.
     for (size_t node = 0; st.ok() && node < queue.size(); node++) {
@@ -365,8 +300,8 @@ Status PageReader::Read(std::span<const PageRef> pages, const Sink& sink) {
           if (best == nullptr || c.in_flight < best->in_flight) best = &c;
         }
         if (best == nullptr) break;
-        if (!best->conn) {
-          st = im.Connect(static_cast<uint32_t>(node), best);
+        if (!best->channel.is_open()) {
+          st = im.Open(best);
           if (!st.ok()) break;
         }
         Impl::Batch b;
@@ -400,25 +335,13 @@ Status PageReader::Read(std::span<const PageRef> pages, const Sink& sink) {
     }
     for (Impl::Conn* c : im.all_conns) {
       if (!st.ok()) break;
-      if (c->conn && c->in_flight > 0) st = im.Progress(c, &did, &sink, false);
+      if (c->channel.is_open() && c->in_flight > 0) st = im.Progress(c, &did, &sink, false);
     }
     if (!st.ok()) break;
-    if (did) {
-      idle = 0;
-      continue;
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      st = Status::Timeout("page reads did not complete within " +
-                           std::to_string(cl.options.timeout_ms) + " ms");
-      break;
-    }
-    if (++idle >= kSpinRounds) {
-      idle = 0;
-      im.Sleep();
-      if (cl.options.wait_hook) st = cl.options.wait_hook();
-    } else if (round % kHookEveryRounds == 0 && cl.options.wait_hook) {
-      st = cl.options.wait_hook();
-    }
+    st = waiter.Next(did, [&] {
+      return "page reads did not complete within " +
+             std::to_string(im.context->options.timeout_ms) + " ms";
+    });
   }
   if (!st.ok()) im.Drain();
   return st;

@@ -69,9 +69,9 @@ Status PostOneSided(Client::Impl& c, std::vector<ReadSlot>& slots, std::vector<s
     if (it == c.addresses.end()) continue;
     const uint32_t owner = c.OwnerOf(s.part);
     const CachedAddress& a = it->second;
-    Channel* ch = nullptr;
+    NodeChannel* ch = nullptr;
     if (a.node != owner || !c.Connected(owner, ChannelKind::kFast, &ch).ok() ||
-        ch->hello.instance != a.instance) {
+        ch->hello().instance != a.instance) {
       c.addresses.erase(it);
       continue;
     }
@@ -79,11 +79,11 @@ Status PostOneSided(Client::Impl& c, std::vector<ReadSlot>& slots, std::vector<s
     s.one_sided = true;
     s.one_sided_done = false;
     ReadSlot* sp = &s;
-    Status st = ch->conn->PostRead(s.record.data(), ch->hello.arena, a.address.offset,
-                                   a.address.length, [sp](const Status& done) {
-                                     sp->one_sided_done = true;
-                                     sp->one_sided_status = done;
-                                   });
+    Status st = ch->conn()->PostRead(s.record.data(), ch->hello().arena, a.address.offset,
+                                     a.address.length, [sp](const Status& done) {
+                                       sp->one_sided_done = true;
+                                       sp->one_sided_status = done;
+                                     });
     if (!st.ok()) {
       s.one_sided = false;  // Busy or a closed connection: the GET+ fallback handles it
       continue;
@@ -155,7 +155,7 @@ Status GetByRequest(Client::Impl& c, std::vector<ReadSlot>& slots, const std::ve
       if (result.ok()) result = st.Annotate(c.NodeName(sent[n].first));
       continue;
     }
-    Channel* ch = nullptr;
+    NodeChannel* ch = nullptr;
     const bool fast = want_address && c.Connected(sent[n].first, ChannelKind::kFast, &ch).ok();
     for (size_t j = 0; j < ks.size(); j++) {
       const size_t k = ks[j];
@@ -168,7 +168,7 @@ Status GetByRequest(Client::Impl& c, std::vector<ReadSlot>& slots, const std::ve
           Accept(s, r);
           if (fast && r.status == ItemStatus::kOk && r.address.valid()) {
             c.addresses[AddressKey(s.keyspace, s.key)] =
-                CachedAddress{sent[n].first, ch->hello.instance, r.address};
+                CachedAddress{sent[n].first, ch->hello().instance, r.address};
           }
           break;
         case ItemStatus::kMoved:
