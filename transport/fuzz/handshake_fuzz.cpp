@@ -1,9 +1,9 @@
 // Fuzzes every decoder of control and data-path bytes (wire.h), then runs the real server
 // and client handshakes against the input as the peer's byte stream. Build (not wired into
 // CMake):
-//   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Itransport/include \
+//   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Ibase/include -Itransport/include \
 //     -Itransport/src transport/fuzz/handshake_fuzz.cpp transport/src/{wire,control_channel,
-//     handshake,fd,auth,sha256,log,endpoint,status}.cpp -o handshake_fuzz
+//     handshake,fd,auth,sha256,endpoint}.cpp base/src/{log,status}.cpp -o handshake_fuzz
 #include <sys/socket.h>
 #include <unistd.h>
 
