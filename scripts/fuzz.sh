@@ -17,8 +17,9 @@ flags=(-std=c++20 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=unde
 # the base library, the transport but its verbs provider (libibverbs may be absent), the
 # protocol and formats.
 lib=()
-for f in "$root"/base/src/*.cpp "$root"/transport/src/*.cpp "$root"/engine/src/protocol/*.cpp "$root"/engine/src/common/*.cpp; do
-  case "$(basename "$f")" in verbs_*) ;; *) lib+=("$f") ;; esac
+for f in "$root"/base/src/*.cpp "$root"/transport/src/{core,tcp,shm}/*.cpp \
+         "$root"/engine/src/protocol/*.cpp "$root"/engine/src/common/*.cpp; do
+  lib+=("$f")
 done
 objects=()
 stale=()
