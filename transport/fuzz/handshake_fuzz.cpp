@@ -15,8 +15,8 @@
 
 #include "core/control_channel.h"
 #include "core/handshake.h"
-#include "ramp/log.h"
 #include "core/wire.h"
+#include "ramp/log.h"
 
 using namespace ramp;
 using namespace ramp::transport;

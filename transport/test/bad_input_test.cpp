@@ -16,11 +16,11 @@
 
 #include "core/control_channel.h"
 #include "core/handshake.h"
+#include "core/ring_connection.h"
+#include "core/wire.h"
 #include "ramp/log.h"
 #include "ramp/transport/ring.h"
-#include "core/ring_connection.h"
 #include "test_pair.h"
-#include "core/wire.h"
 
 namespace ramp::transport::testing {
 namespace {
