@@ -10,14 +10,16 @@ out="${2:-$root/build-fuzz}"
 mkdir -p "$out/obj"
 cxx="${FUZZ_CXX:-clang++}"
 flags=(-std=c++20 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -msse4.2
-       -I"$root/transport/include" -I"$root/transport/src" -I"$root/engine/include"
+       -I"$root/base/include" -I"$root/transport/include" -I"$root/transport/src" -I"$root/engine/include"
        -I"$root/engine/src")
 
 # Library sources, compiled once (instrumented for coverage) and linked into every target:
-# the transport but its verbs provider (libibverbs may be absent), the protocol and formats.
+# the base library, the transport but its verbs provider (libibverbs may be absent), the
+# protocol and formats.
 lib=()
-for f in "$root"/transport/src/*.cpp "$root"/engine/src/protocol/*.cpp "$root"/engine/src/common/*.cpp; do
-  case "$(basename "$f")" in verbs_*) ;; *) lib+=("$f") ;; esac
+for f in "$root"/base/src/*.cpp "$root"/transport/src/{core,tcp,shm}/*.cpp \
+         "$root"/engine/src/protocol/*.cpp "$root"/engine/src/common/*.cpp; do
+  lib+=("$f")
 done
 objects=()
 stale=()

@@ -1,9 +1,11 @@
 // Fuzzes every decoder of control and data-path bytes (wire.h), then runs the real server
 // and client handshakes against the input as the peer's byte stream. Build (not wired into
 // CMake):
-//   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Itransport/include \
-//     -Itransport/src transport/fuzz/handshake_fuzz.cpp transport/src/{wire,control_channel,
-//     handshake,fd,auth,sha256,log,endpoint,status}.cpp -o handshake_fuzz
+//   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Ibase/include \
+//     -Itransport/include -Itransport/src transport/fuzz/handshake_fuzz.cpp \
+//     transport/src/core/{wire,control_channel,handshake,fd,auth,sha256,endpoint}.cpp \
+//     base/src/{log,status}.cpp -o handshake_fuzz
+// (scripts/fuzz.sh builds it with the whole library.)
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,10 +13,10 @@
 #include <cstdlib>
 #include <vector>
 
-#include "control_channel.h"
-#include "handshake.h"
+#include "core/control_channel.h"
+#include "core/handshake.h"
+#include "core/wire.h"
 #include "ramp/log.h"
-#include "wire.h"
 
 using namespace ramp;
 using namespace ramp::transport;

@@ -1,8 +1,8 @@
 // Fuzzes ring::Receiver with arbitrary ring contents, the way a hostile peer could fill our
 // ring (shm peers write it directly). Build (not wired into CMake):
-//   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Itransport/include \
-//     -Itransport/src transport/fuzz/ring_receiver_fuzz.cpp transport/src/ring.cpp \
-//     transport/src/status.cpp -o ring_receiver_fuzz
+//   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Ibase/include \
+//     -Itransport/include -Itransport/src transport/fuzz/ring_receiver_fuzz.cpp \
+//     transport/src/core/ring.cpp base/src/status.cpp -o ring_receiver_fuzz
 //
 // Input: byte 0 picks the ring size (64 B .. 8 KiB); the rest fills the ring, and whatever
 // does not fit refills the slots the receiver consumes, so frames at every position and

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "sha256.h"
+#include "core/sha256.h"
 
 namespace ramp::transport {
 namespace {

@@ -14,13 +14,13 @@
 #include <mutex>
 #include <thread>
 
-#include "control_channel.h"
-#include "handshake.h"
+#include "core/control_channel.h"
+#include "core/handshake.h"
+#include "core/ring_connection.h"
+#include "core/wire.h"
 #include "ramp/log.h"
 #include "ramp/transport/ring.h"
-#include "ring_connection.h"
 #include "test_pair.h"
-#include "wire.h"
 
 namespace ramp::transport::testing {
 namespace {

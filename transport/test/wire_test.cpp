@@ -1,5 +1,5 @@
 // Wire formats: round trips, and every truncation of a valid message is refused.
-#include "wire.h"
+#include "core/wire.h"
 
 #include <gtest/gtest.h>
 
