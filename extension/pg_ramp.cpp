@@ -75,5 +75,6 @@ void _PG_init(void) {
   pgramp::InstallXactCallbacks();
   pgramp::previous_set_rel_pathlist = set_rel_pathlist_hook;
   set_rel_pathlist_hook = pgramp::SetRelPathlist;
+  pgramp::tam::InstallTemporaryTableHook();
 }
 }

@@ -15,12 +15,7 @@ namespace pgramp::tam {
 
 void RelationSetNewFilenode(Relation rel, const RelFileNode* newrnode, char persistence,
                             TransactionId* freezeXid, MultiXactId* minmulti) {
-  if (persistence == RELPERSISTENCE_TEMP) {
-    ereport(ERROR,
-            (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("ramp tables cannot be temporary"),
-             errdetail("Their rows live on the ramp cluster, shared by every session."),
-             errhint("Create the temporary table with USING heap.")));
-  }
+  // Temporary relations never get here: kDispatchMethods sends them to heap.
   // No transaction ids in ramp rows: nothing to freeze.
   *freezeXid = InvalidTransactionId;
   *minmulti = InvalidMultiXactId;

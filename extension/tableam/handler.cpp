@@ -68,8 +68,10 @@ extern const TableAmRoutine kRampMethods = {
 
 namespace pgramp {
 
+// Temporary relations of the `ramp` access method are local heap tables (local_temp.cpp).
 bool IsRampTable(Relation rel) {
-  return rel->rd_tableam == &tam::kRampMethods;
+  return rel->rd_tableam == &tam::kDispatchMethods &&
+         rel->rd_rel->relpersistence != RELPERSISTENCE_TEMP;
 }
 
 }  // namespace pgramp
@@ -77,6 +79,6 @@ bool IsRampTable(Relation rel) {
 extern "C" {
 PG_FUNCTION_INFO_V1(ramp_tableam_handler);
 Datum ramp_tableam_handler(PG_FUNCTION_ARGS) {
-  PG_RETURN_POINTER(&pgramp::tam::kRampMethods);
+  PG_RETURN_POINTER(&pgramp::tam::kDispatchMethods);
 }
 }

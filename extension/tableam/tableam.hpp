@@ -20,6 +20,11 @@
 namespace pgramp::tam {
 
 extern const TableAmRoutine kRampMethods;
+// What PostgreSQL gets for `ramp`: temporary relations to heap, the others to kRampMethods
+// (local_temp.cpp).
+extern const TableAmRoutine kDispatchMethods;
+// Refuses CREATE TEMP TABLE ... USING ramp (a ProcessUtility hook).
+void InstallTemporaryTableHook();
 
 // ---- row reads with the transaction's own writes overlaid (fetch.cpp) ----
 struct FetchedRows {

@@ -141,6 +141,41 @@ SELECT xmin FROM acct WHERE id = 1;
 SELECT tableoid::regclass, ctid IS NOT NULL AS has_ctid FROM acct WHERE id = 1;
 -- Temporary and unlogged ramp tables.
 CREATE TEMP TABLE tmp_ramp (a int) USING ramp;
+CREATE TEMP TABLE tmp_ramp_as USING ramp AS SELECT 1 AS a;
+-- With ramp as the default access method, temporary tables are local heap tables (they
+-- belong to one backend): no keyspace, TOAST, indexes, updates and ON COMMIT work as heap's.
+SET default_table_access_method = ramp;
+CREATE TEMP TABLE tmp_default (a int PRIMARY KEY, b text);
+INSERT INTO tmp_default SELECT g, repeat('t', 3000 * (g % 3)) FROM generate_series(1, 200) g;
+UPDATE tmp_default SET b = 'short' WHERE a % 10 = 0;
+DELETE FROM tmp_default WHERE a > 150;
+SELECT count(*), sum(length(b)), max(a) FROM tmp_default;
+SELECT b FROM tmp_default WHERE a = 20;
+SELECT count(*) AS keyspaces_of_temp_tables FROM ramp.keyspaces k
+  JOIN pg_class c ON c.oid = k.relid WHERE c.relpersistence = 't';
+SELECT ramp.keyspace_of('tmp_default');
+CREATE TEMP TABLE tmp_as AS SELECT a, b FROM tmp_default WHERE a <= 5;
+SELECT count(*) FROM tmp_as;
+BEGIN;
+CREATE TEMP TABLE tmp_drop (a int) ON COMMIT DROP;
+INSERT INTO tmp_drop VALUES (1);
+COMMIT;
+SELECT to_regclass('tmp_drop') IS NULL AS dropped_at_commit;
+VACUUM FULL tmp_default;
+SELECT count(*) FROM tmp_default;
+-- REFRESH MATERIALIZED VIEW CONCURRENTLY makes a temporary table of the view's access method.
+CREATE TABLE mv_base (k int, v int);
+INSERT INTO mv_base SELECT g % 5, g FROM generate_series(1, 50) g;
+CREATE MATERIALIZED VIEW mv_sums AS SELECT k, sum(v) AS s FROM mv_base GROUP BY k;
+CREATE UNIQUE INDEX ON mv_sums (k);
+INSERT INTO mv_base VALUES (7, 70), (1, 1000);
+DELETE FROM mv_base WHERE k = 2;
+REFRESH MATERIALIZED VIEW CONCURRENTLY mv_sums;
+SELECT * FROM mv_sums ORDER BY k;
+SELECT a.amname FROM pg_class c JOIN pg_am a ON a.oid = c.relam WHERE c.relname = 'mv_sums';
+DROP MATERIALIZED VIEW mv_sums;
+DROP TABLE mv_base, tmp_default, tmp_as;
+RESET default_table_access_method;
 CREATE UNLOGGED TABLE unlogged_ramp (a int) USING ramp;
 INSERT INTO unlogged_ramp VALUES (1);
 SELECT * FROM unlogged_ramp;
