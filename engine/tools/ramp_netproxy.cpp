@@ -24,9 +24,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
@@ -569,25 +569,20 @@ PingStats Ping(const sockaddr_in& addr, int count, size_t size, int interval_us)
     return s;
   }
   std::string out(size, '\0'), in(size, '\0');
-  for (int i = 0; i < count; i++) {
+  for (int i = 0; i < count && s.error.empty(); i++) {
     for (size_t j = 0; j < size; j++) out[j] = static_cast<char>((i * 131 + j) & 0xff);
     const int64_t t0 = NowNs();
     if (!WriteFull(fd, out.data(), size) || !ReadFull(fd, in.data(), size)) {
       s.error = "connection lost after " + std::to_string(i) + " round trips";
-      close(fd);
-      return s;
+      break;
     }
     s.rtt_us.push_back((NowNs() - t0) / 1000);
-    if (in != out) {
-      s.error = "round trip " + std::to_string(i) + " came back altered";
-      close(fd);
-      return s;
-    }
+    if (in != out) s.error = "round trip " + std::to_string(i) + " came back altered";
     if (interval_us > 0) usleep(static_cast<useconds_t>(interval_us));
   }
   close(fd);
   std::sort(s.rtt_us.begin(), s.rtt_us.end());
-  s.ok = true;
+  s.ok = s.error.empty();
   return s;
 }
 
