@@ -84,7 +84,9 @@ if [ "$cmd" = probe ]; then
   exit $?
 fi
 [ $# -ge 1 ] || usage
-dir="$(mkdir -p "$1" && cd "$1" && pwd)"
+# The namespaces are named after DIR's absolute path: stop finds them even if DIR is gone.
+dir="$(realpath -m "$1")"
+[ "$cmd" != start ] || mkdir -p "$dir"
 shift
 prefix="rn$(printf '%s' "$dir" | md5sum | cut -c1-6)"
 hub="$prefix-hub"
@@ -145,6 +147,13 @@ add_ns() {
   ip -n "$1" link set eth0 up
 }
 
+# A start that fails half-way removes what it made.
+start_failed() {
+  local status=$?
+  [ "$status" = 0 ] || stop_cluster
+  exit "$status"
+}
+
 wait_ready() {  # wait_ready LOG PID WHAT
   for _ in $(seq 300); do
     grep -q " INFO: ready$" "$1" 2>/dev/null && return 0
@@ -189,7 +198,7 @@ case "$cmd" in
       install -m 600 -o postgres "$dir/token" "$dir/token.postgres"
     fi
     echo "prefix=$prefix" >"$dir/netns.env"
-    trap 'status=$?; [ $status = 0 ] || stop_cluster; exit $status' EXIT
+    trap start_failed EXIT
     ip netns add "$hub"
     ip -n "$hub" link add br0 type bridge
     ip -n "$hub" link set br0 up
