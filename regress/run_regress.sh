@@ -162,6 +162,8 @@ for t in "${itests[@]}"; do
     failed+=("integration test $t")
     echo "integration test $t failed (status $status); last lines of regress/results/itest_$t.log:" >&2
     tail -n 40 "$here/results/itest_$t.log" >&2
+  elif grep -q '^SKIPPED:' "$here/results/itest_$t.log"; then
+    echo "integration test $t $(grep -m1 '^SKIPPED:' "$here/results/itest_$t.log")"
   else
     echo "integration test $t ok"
   fi
