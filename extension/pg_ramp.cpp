@@ -1,8 +1,9 @@
 // pg_ramp: module initialization (GUCs, transaction callbacks, planner hook).
-#include "xact.hpp"
+#include "xact/xact.hpp"
 
-#include "guc.hpp"
 #include "hashindex/hashindex.hpp"
+#include "rows/access_methods.hpp"
+#include "sql/guc.hpp"
 #include "tableam/tableam.hpp"
 
 extern "C" {
@@ -50,7 +51,7 @@ void SetRelPathlist(PlannerInfo* root, RelOptInfo* rel, Index rti, RangeTblEntry
   if (!(rel->partial_pathlist != NIL && (has_writes || pages_scans)) && !prefetching) return;
   Relation relation = RelationIdGetRelation(rte->relid);
   if (relation == nullptr) return;
-  const bool ramp = tam::IsRampTable(relation);
+  const bool ramp = IsRampTable(relation);
   const uint64_t blocks = ramp ? tam::CachedRowIdBlocks(relation) : 0;
   const bool big = ramp && prefetching && blocks >= RELSEG_SIZE;
   RelationClose(relation);

@@ -5,13 +5,16 @@
 
 #include "ramp/client.h"
 
-#include "keys.hpp"
-#include "session.hpp"
-#include "xact.hpp"
+#include "rows/keys.hpp"
+#include "xact/session.hpp"
+#include "xact/xact.hpp"
 
+#include "boundary/boundary.hpp"
+#include "boundary/context_owned.hpp"
+#include "catalog/keyspace_catalog.hpp"
 #include "hashindex/hashindex.hpp"
-#include "keyspace_catalog.hpp"
-#include "tableam/tableam.hpp"
+#include "rows/access_methods.hpp"
+#include "rows/tid.hpp"
 
 namespace pgramp::hashindex {
 
@@ -63,7 +66,7 @@ void FlushBuild(BuildState* st) {
 
 // What ramp_hash cannot do gets a clear error before anything is built.
 void CheckSupported(Relation heap, Relation index, struct IndexInfo* info) {
-  if (!tam::IsRampTable(heap)) {
+  if (!IsRampTable(heap)) {
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                     errmsg("ramp_hash indexes can only be created on ramp tables"),
                     errdetail("Table \"%s\" does not use the ramp table access method.",
@@ -98,7 +101,7 @@ void BuildCallback(Relation index, ItemPointer tid, Datum* values, bool* isnull,
   auto* st = static_cast<BuildState*>(state);
   Boundary([&] {
     uint64_t rowid = 0;
-    if (!tam::RowIdOfTid(tid, &rowid)) return;
+    if (!RowIdOfTid(tid, &rowid)) return;
     const Datum value = values[0];
     const uint64 hash = PgCall([&] { return HashValue(index, InvalidOid, value); });
     st->batch->push_back(ramp::EncodeGroupKey(HashGroup(hash), RowKey(rowid)));
@@ -126,7 +129,7 @@ IndexBuildResult* Build(Relation heap, Relation index, struct IndexInfo* index_i
   });
   // The batch is owned by the current memory context (freed if the build fails).
   state.batch = Boundary([] {
-                  return tam::OwnInCurrentContext(std::make_unique<std::vector<std::string>>());
+                  return OwnInCurrentContext(std::make_unique<std::vector<std::string>>());
                 })->object;
   const double reltuples =
       table_index_build_scan(heap, index, index_info, true, true, BuildCallback, &state, nullptr);
@@ -146,7 +149,7 @@ bool Insert(Relation index, Datum* values, bool* isnull, ItemPointer heap_tid, R
   if (isnull[0]) return false;
   Boundary([&] {
     uint64_t rowid = 0;
-    if (!tam::RowIdOfTid(heap_tid, &rowid)) return;
+    if (!RowIdOfTid(heap_tid, &rowid)) return;
     const Datum value = values[0];
     const uint64 hash = PgCall([&] { return HashValue(index, InvalidOid, value); });
     const KeyspaceRef ks = RelationKeyspace(index);

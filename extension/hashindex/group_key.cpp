@@ -3,18 +3,16 @@
 #include <string>
 #include <string_view>
 
-#include "keys.hpp"
-#include "xact.hpp"
+#include "rows/keys.hpp"
+#include "xact/xact.hpp"
 
+#include "boundary/boundary.hpp"
+#include "catalog/keyspace_catalog.hpp"
 #include "hashindex/hashindex.hpp"
-#include "keyspace_catalog.hpp"
-#include "tableam/tableam.hpp"
+#include "rows/access_methods.hpp"
+#include "rows/tuple_codec.hpp"
 
 namespace pgramp::hashindex {
-
-bool IsRampHashIndex(Relation index) {
-  return index->rd_indam != nullptr && index->rd_indam->aminsert == Insert;
-}
 
 uint64 HashValue(Relation index, Oid value_type, Datum value) {
   FmgrInfo* proc;
@@ -56,23 +54,31 @@ void ForEachRampHashIndex(Relation heap, Fn&& fn) {
 
 }  // namespace
 
+}  // namespace pgramp::hashindex
+
+namespace pgramp {
+
+bool IsRampHashIndex(Relation index) {
+  return index->rd_indam != nullptr && index->rd_indam->aminsert == hashindex::Insert;
+}
+
 bool HasRampHashIndexes(Relation heap) {
   bool found = false;
-  ForEachRampHashIndex(heap, [&](Relation) { found = true; });
+  hashindex::ForEachRampHashIndex(heap, [&](Relation) { found = true; });
   return found;
 }
 
 void DeleteEntriesOfRow(Relation heap, uint64_t rowid, std::string_view encoded_row, CommandId cid,
                         bool remote) {
   const SubXactIdT sub = GetCurrentSubTransactionId();
-  ForEachRampHashIndex(heap, [&](Relation index) {
+  hashindex::ForEachRampHashIndex(heap, [&](Relation index) {
     const AttrNumber attnum = index->rd_index->indkey.values[0];
     Datum value;
-    if (attnum <= 0 || !tam::RowAttribute(heap, encoded_row, attnum, &value)) return;  // NULL
-    const uint64 hash = PgCall([&] { return HashValue(index, InvalidOid, value); });
+    if (attnum <= 0 || !RowAttribute(heap, encoded_row, attnum, &value)) return;  // NULL
+    const uint64 hash = PgCall([&] { return hashindex::HashValue(index, InvalidOid, value); });
     const KeyspaceRef ks = RelationKeyspace(index);
     Xact().writes.Delete(ks, EntryKey{hash, rowid}, cid, sub, remote, nullptr);
   });
 }
 
-}  // namespace pgramp::hashindex
+}  // namespace pgramp

@@ -8,9 +8,9 @@
 #include <string>
 #include <string_view>
 
-#include "write_buffer.hpp"
+#include "xact/write_buffer.hpp"
 
-#include "pg.hpp"
+#include "boundary/pg.hpp"
 
 namespace pgramp::hashindex {
 
@@ -19,19 +19,10 @@ namespace pgramp::hashindex {
 // at rows committed earlier and have an empty value.
 inline constexpr std::string_view kEntryWithRow{"\x01", 1};
 
-bool IsRampHashIndex(Relation index);
-
 // The group of a value: the opclass's support function 1 (extended hash, seed 0) for the
 // value's type (cross-type lookups use the family's function for the other type), big-endian.
 // PostgreSQL side: call through PgCall.
 uint64 HashValue(Relation index, Oid value_type, Datum value);
-
-// The row's entries in every ramp_hash index of heap are deleted in the transaction's
-// buffer (the table AM calls this for DELETE and for the old row of an UPDATE).
-// remote: the row is committed on the cluster (its entries are too).
-void DeleteEntriesOfRow(Relation heap, uint64_t rowid, std::string_view encoded_row, CommandId cid,
-                        bool remote);
-bool HasRampHashIndexes(Relation heap);
 
 // Callbacks.
 IndexBuildResult* Build(Relation heap, Relation index, struct IndexInfo* index_info);

@@ -13,14 +13,17 @@
 #include "ramp/client.h"
 #include "ramp/hlc.h"
 
-#include "guc.hpp"
-#include "keys.hpp"
-#include "session.hpp"
-#include "xact.hpp"
+#include "rows/keys.hpp"
+#include "sql/guc.hpp"
+#include "xact/session.hpp"
+#include "xact/xact.hpp"
 
+#include "boundary/boundary.hpp"
+#include "boundary/context_owned.hpp"
+#include "catalog/keyspace_catalog.hpp"
 #include "hashindex/hashindex.hpp"
-#include "keyspace_catalog.hpp"
-#include "tableam/tableam.hpp"
+#include "rows/tid.hpp"
+#include "xact/visibility.hpp"
 
 namespace pgramp::hashindex {
 
@@ -36,7 +39,7 @@ struct HashScan {
 };
 
 struct HashScanOpaque {
-  tam::ContextOwned<HashScan>* state;
+  ContextOwned<HashScan>* state;
 };
 
 HashScan& StateOf(IndexScanDesc scan) {
@@ -190,7 +193,7 @@ void Load(IndexScanDesc scan, HashScan& state) {
   std::vector<uint64_t> found;
   if (!index_ks.fresh) LookUp(index_ks, table_ks, group, &found);
   if (const XactState* x = XactIfAny()) {
-    const Visibility vis = tam::VisibilityOf(scan->xs_snapshot);
+    const Visibility vis = VisibilityOf(scan->xs_snapshot);
     std::vector<uint64_t> removed;
     if (const WriteBuffer::Keyspace* own = x->writes.Of(index_ks.id)) {
       own->ForEachInGroup(group_hash, 0, [&](const EntryKey& k, const BufferedWrite& w) {
@@ -217,7 +220,7 @@ IndexScanDesc BeginScan(Relation index, int nkeys, int norderbys) {
   IndexScanDesc scan = RelationGetIndexScan(index, nkeys, norderbys);
   auto* opaque = static_cast<HashScanOpaque*>(palloc0(sizeof(HashScanOpaque)));
   scan->opaque = opaque;
-  opaque->state = Boundary([] { return tam::OwnInCurrentContext(std::make_unique<HashScan>()); });
+  opaque->state = Boundary([] { return OwnInCurrentContext(std::make_unique<HashScan>()); });
   return scan;
 }
 
@@ -241,7 +244,7 @@ bool GetTuple(IndexScanDesc scan, ScanDirection direction) {
     HashScan& state = StateOf(scan);
     if (!state.loaded) Load(scan, state);
     if (state.pos >= state.rowids.size()) return false;
-    tam::SetTid(&scan->xs_heaptid, state.rowids[state.pos++]);
+    SetTid(&scan->xs_heaptid, state.rowids[state.pos++]);
     // Entries are grouped by hash: the executor rechecks the condition on the row.
     scan->xs_recheck = true;
     return true;
@@ -256,7 +259,7 @@ int64 GetBitmap(IndexScanDesc scan, TIDBitmap* tbm) {
     if (n == 0) return int64{0};
     auto* tids =
         static_cast<ItemPointerData*>(PgCall([&] { return palloc(sizeof(ItemPointerData) * n); }));
-    for (int i = 0; i < n; i++) tam::SetTid(&tids[i], state.rowids[i]);
+    for (int i = 0; i < n; i++) SetTid(&tids[i], state.rowids[i]);
     PgCall([&] {
       tbm_add_tuples(tbm, tids, n, true);
       pfree(tids);

@@ -6,9 +6,9 @@
 // keyed by its storage. New storage = new keyspace (the next generation): TRUNCATE is
 // transactional for free, and the old keyspace is retired at pre-commit and removed from
 // the cluster after commit (xact.cpp).
-#include "xact.hpp"
+#include "xact/xact.hpp"
 
-#include "keyspace_catalog.hpp"
+#include "catalog/keyspace_catalog.hpp"
 #include "tableam/tableam.hpp"
 
 namespace pgramp::tam {

@@ -10,11 +10,11 @@
 #include <chrono>
 #include <cmath>
 
-#include "keys.hpp"
-#include "session.hpp"
-#include "xact.hpp"
+#include "rows/keys.hpp"
+#include "xact/session.hpp"
+#include "xact/xact.hpp"
 
-#include "keyspace_catalog.hpp"
+#include "catalog/keyspace_catalog.hpp"
 #include "tableam/tableam.hpp"
 
 namespace pgramp::tam {

@@ -7,11 +7,11 @@
 #include "ramp/client.h"
 #include "ramp/hlc.h"
 
-#include "keys.hpp"
-#include "session.hpp"
-#include "xact.hpp"
+#include "rows/keys.hpp"
+#include "xact/session.hpp"
+#include "xact/xact.hpp"
 
-#include "keyspace_catalog.hpp"
+#include "catalog/keyspace_catalog.hpp"
 #include "tableam/tableam.hpp"
 
 namespace pgramp::tam {

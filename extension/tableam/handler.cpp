@@ -1,4 +1,5 @@
 // Table AM `ramp`: the TableAmRoutine and its handler function.
+#include "rows/access_methods.hpp"
 #include "tableam/tableam.hpp"
 
 namespace pgramp::tam {
@@ -63,29 +64,15 @@ extern const TableAmRoutine kRampMethods = {
     .scan_sample_next_tuple = ScanSampleNextTuple,
 };
 
-Visibility VisibilityOf(Snapshot snapshot) {
-  if (snapshot == nullptr) return Visibility{};
-  if (snapshot->snapshot_type == SNAPSHOT_DIRTY) {
-    // A dirty snapshot reports the in-progress transaction a caller must wait for in
-    // xmin/xmax (heap's visibility routine resets them on every check). Ramp rows are never
-    // "in progress" for other backends (writes appear at commit), so: nothing to wait for.
-    // Left unset, unique checks and ON CONFLICT wait on garbage xids and retry forever.
-    snapshot->xmin = InvalidTransactionId;
-    snapshot->xmax = InvalidTransactionId;
-    snapshot->speculativeToken = 0;
-  }
-  switch (snapshot->snapshot_type) {
-    case SNAPSHOT_MVCC:
-      return Visibility{snapshot->curcid, false};
-    case SNAPSHOT_ANY:
-      return Visibility{kAllCommands, true};
-    default:
-      // Self, dirty, non-vacuumable: every own write so far.
-      return Visibility{kAllCommands, false};
-  }
+}  // namespace pgramp::tam
+
+namespace pgramp {
+
+bool IsRampTable(Relation rel) {
+  return rel->rd_tableam == &tam::kRampMethods;
 }
 
-}  // namespace pgramp::tam
+}  // namespace pgramp
 
 extern "C" {
 PG_FUNCTION_INFO_V1(ramp_tableam_handler);

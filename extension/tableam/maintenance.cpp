@@ -4,12 +4,12 @@
 #include <memory>
 #include <vector>
 
-#include "keys.hpp"
-#include "session.hpp"
-#include "xact.hpp"
+#include "rows/keys.hpp"
+#include "xact/session.hpp"
+#include "xact/xact.hpp"
 
-#include "hashindex/hashindex.hpp"
-#include "keyspace_catalog.hpp"
+#include "catalog/keyspace_catalog.hpp"
+#include "rows/access_methods.hpp"
 #include "tableam/tableam.hpp"
 
 extern "C" {
@@ -74,12 +74,12 @@ void RelationVacuum(Relation rel, struct VacuumParams* params, BufferAccessStrat
   vac_open_indexes(rel, RowExclusiveLock, &nindexes, &indexes);
   int local = 0;
   for (int i = 0; i < nindexes; i++) {
-    if (!hashindex::IsRampHashIndex(indexes[i])) local++;
+    if (!IsRampHashIndex(indexes[i])) local++;
   }
   if (local > 0) {
     DeadRows* dead = Boundary([&] { return CollectDeadRows(rel); });
     for (int i = 0; i < nindexes; i++) {
-      if (hashindex::IsRampHashIndex(indexes[i])) continue;
+      if (IsRampHashIndex(indexes[i])) continue;
       IndexVacuumInfo info;
       info.index = indexes[i];
       info.analyze_only = false;

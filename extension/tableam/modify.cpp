@@ -10,12 +10,12 @@
 
 #include "ramp/client.h"
 
-#include "keys.hpp"
-#include "session.hpp"
-#include "xact.hpp"
+#include "rows/keys.hpp"
+#include "xact/session.hpp"
+#include "xact/xact.hpp"
 
-#include "hashindex/hashindex.hpp"
-#include "keyspace_catalog.hpp"
+#include "catalog/keyspace_catalog.hpp"
+#include "rows/access_methods.hpp"
 #include "tableam/tableam.hpp"
 
 namespace pgramp::tam {
@@ -44,7 +44,7 @@ TM_Result DeleteRow(Relation rel, ItemPointer tid, CommandId cid, TM_FailureData
   XactState& x = Xact();
   const SubXactIdT sub = GetCurrentSubTransactionId();
   const EntryKey key{0, rowid};
-  const bool indexed = hashindex::HasRampHashIndexes(rel);
+  const bool indexed = HasRampHashIndexes(rel);
 
   if (const BufferedWrite* own = x.writes.Find(ks.id, key)) {
     if (own->in_place && own->insert_cid == cid) {
@@ -67,7 +67,7 @@ TM_Result DeleteRow(Relation rel, ItemPointer tid, CommandId cid, TM_FailureData
     if (own->inserted && !own->remote) {
       const std::string value = own->value;  // copy: Delete may move the entry
       x.writes.Delete(ks, key, cid, sub, false, nullptr);
-      if (indexed) hashindex::DeleteEntriesOfRow(rel, rowid, value, cid, false);
+      if (indexed) DeleteEntriesOfRow(rel, rowid, value, cid, false);
       return TM_Ok;
     }
   }
@@ -92,7 +92,7 @@ TM_Result DeleteRow(Relation rel, ItemPointer tid, CommandId cid, TM_FailureData
     value = std::move(row.value);
   }
   x.writes.Delete(ks, key, cid, sub, true, &expected);
-  if (indexed) hashindex::DeleteEntriesOfRow(rel, rowid, value, cid, true);
+  if (indexed) DeleteEntriesOfRow(rel, rowid, value, cid, true);
   if (x.command_deletes_cid != cid) {
     x.command_deletes.clear();
     x.command_deletes_cid = cid;
@@ -198,9 +198,9 @@ void TupleCompleteSpeculative(Relation rel, TupleTableSlot* slot, uint32 specTok
     Xact().writes.Delete(ks, EntryKey{0, rowid}, cid, GetCurrentSubTransactionId(), false, nullptr);
     // The executor inserted ramp_hash entries for the speculative row: take them back too.
     const BufferedWrite* own = Xact().writes.Find(ks.id, EntryKey{0, rowid});
-    if (own != nullptr && hashindex::HasRampHashIndexes(rel)) {
+    if (own != nullptr && HasRampHashIndexes(rel)) {
       const std::string value = own->value;
-      hashindex::DeleteEntriesOfRow(rel, rowid, value, cid, false);
+      DeleteEntriesOfRow(rel, rowid, value, cid, false);
     }
   });
 }
@@ -227,7 +227,7 @@ namespace {
 // version with the read version as expected (write-write conflicts as before), and the key
 // never moves to another partition. Returns false (and changes nothing) otherwise.
 bool UpdateInPlace(Relation rel, ItemPointer otid, TupleTableSlot* slot, CommandId cid) {
-  if (rel->trigdesc != nullptr || hashindex::HasRampHashIndexes(rel)) return false;
+  if (rel->trigdesc != nullptr || HasRampHashIndexes(rel)) return false;
   uint64_t rowid = 0;
   if (!RowIdOfTid(otid, &rowid)) return false;
   const KeyspaceRef ks = RelationKeyspace(rel);

@@ -5,8 +5,8 @@
 
 #include "ramp/client.h"
 
-#include "keys.hpp"
-#include "session.hpp"
+#include "rows/keys.hpp"
+#include "xact/session.hpp"
 
 namespace pgramp::tam {
 

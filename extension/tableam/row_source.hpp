@@ -12,7 +12,7 @@
 
 #include "ramp/types.h"
 
-#include "write_buffer.hpp"
+#include "xact/write_buffer.hpp"
 
 namespace pgramp::tam {
 
@@ -56,8 +56,8 @@ inline constexpr size_t kProbeKeysPerRequest = 8192;
 // The engine's read-atomic partition scan (Client::OpenScan: pages of every partition of the
 // keyspace through remote page I/O, one snapshot for the whole scan). Live rows only; each
 // batch sorted by row id (batches are not in order with each other); does not remember
-// the versions read (writes re-read them). Pays for live rows, not for the holes of a row-id range, but opens its own
-// connections and buffers: the probe source stays cheaper for small tables.
+// the versions read (writes re-read them). Pays for live rows, not for the holes of a row-id range,
+// but opens its own connections and buffers: the probe source stays cheaper for small tables.
 std::unique_ptr<RowSource> MakeScannerRowSource(const KeyspaceRef& ks);
 
 }  // namespace pgramp::tam

@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "guc.hpp"
-#include "keys.hpp"
-#include "session.hpp"
-#include "xact.hpp"
+#include "rows/keys.hpp"
+#include "sql/guc.hpp"
+#include "xact/session.hpp"
+#include "xact/xact.hpp"
 
-#include "keyspace_catalog.hpp"
+#include "catalog/keyspace_catalog.hpp"
 #include "tableam/tableam.hpp"
 
 namespace pgramp::tam {

@@ -10,9 +10,9 @@
 
 #include "ramp/client.h"
 
-#include "keys.hpp"
-#include "session.hpp"
+#include "rows/keys.hpp"
 #include "tableam/row_source.hpp"
+#include "xact/session.hpp"
 
 namespace pgramp::tam {
 

@@ -7,74 +7,19 @@
 #include <string_view>
 #include <vector>
 
+#include "rows/tid.hpp"
+#include "rows/tuple_codec.hpp"
 #include "tableam/row_source.hpp"
-#include "write_buffer.hpp"
+#include "xact/visibility.hpp"
+#include "xact/write_buffer.hpp"
 
-#include "boundary.hpp"
-#include "pg.hpp"
+#include "boundary/boundary.hpp"
+#include "boundary/context_owned.hpp"
+#include "boundary/pg.hpp"
 
 namespace pgramp::tam {
 
 extern const TableAmRoutine kRampMethods;
-inline bool IsRampTable(Relation rel) {
-  return rel->rd_tableam == &kRampMethods;
-}
-
-// ---- TIDs ----
-inline bool RowIdOfTid(ItemPointer tid, uint64_t* rowid) {
-  if (!ItemPointerIsValid(tid)) return false;
-  const uint16_t offset = ItemPointerGetOffsetNumberNoCheck(tid);
-  if (offset < 1 || offset > 256) return false;
-  *rowid = uint64_t{ItemPointerGetBlockNumberNoCheck(tid)} * 256 + (offset - 1);
-  return true;
-}
-inline void SetTid(ItemPointer tid, uint64_t rowid) {
-  ItemPointerSet(tid, static_cast<BlockNumber>(rowid / 256),
-                 static_cast<OffsetNumber>(rowid % 256 + 1));
-}
-
-// Which of the transaction's own buffered writes a snapshot sees (remote rows are always
-// the latest committed, read-atomic versions).
-Visibility VisibilityOf(Snapshot snapshot);
-
-// ---- C++ objects owned by a PostgreSQL memory context ----
-// Scans keep C++ state across callbacks; if an ERROR abandons a scan, PostgreSQL never calls
-// scan_end, but it does reset the scan's memory context, which deletes the object here.
-template <class T>
-struct ContextOwned {
-  MemoryContextCallback callback;
-  T* object;
-  static void Release(void* arg) {
-    auto* self = static_cast<ContextOwned*>(arg);
-    delete self->object;
-    self->object = nullptr;
-  }
-  void Destroy() {
-    delete object;
-    object = nullptr;
-  }
-};
-
-template <class T>
-ContextOwned<T>* OwnInCurrentContext(std::unique_ptr<T> object) {
-  auto* holder =
-      static_cast<ContextOwned<T>*>(PgCall([] { return palloc0(sizeof(ContextOwned<T>)); }));
-  holder->callback.func = &ContextOwned<T>::Release;
-  holder->callback.arg = holder;
-  holder->object = object.release();
-  PgCall([&] { MemoryContextRegisterResetCallback(CurrentMemoryContext, &holder->callback); });
-  return holder;
-}
-
-// ---- rows ↔ tuples (tuple_codec.cpp) ----
-// The slot's row as stored on the cluster: a format byte and a flat MinimalTuple (external
-// and compressed values detoasted first: ramp tables have no TOAST table).
-std::string EncodeSlot(TupleTableSlot* slot);
-// Stores an encoded row into slot (any slot type), with its TID and table OID.
-void StoreRow(TupleTableSlot* slot, Relation rel, uint64_t rowid, std::string_view encoded);
-// The value of attribute attnum (1-based) of an encoded row, palloc'd in the current memory
-// context when by reference. Returns false for NULL.
-bool RowAttribute(Relation rel, std::string_view encoded, AttrNumber attnum, Datum* value);
 
 // ---- row reads with the transaction's own writes overlaid (fetch.cpp) ----
 struct FetchedRows {

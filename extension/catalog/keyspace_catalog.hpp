@@ -11,9 +11,9 @@
 
 #include <cstdint>
 
-#include "write_buffer.hpp"
+#include "xact/write_buffer.hpp"
 
-#include "pg.hpp"
+#include "boundary/pg.hpp"
 
 namespace pgramp {
 

@@ -8,14 +8,14 @@
 #include <thread>
 #include <vector>
 
-#include "guc.hpp"
-#include "keys.hpp"
-#include "session.hpp"
+#include "rows/keys.hpp"
+#include "sql/guc.hpp"
+#include "xact/session.hpp"
 
 #include "common/record.h"
 #include "ramp/hlc.h"
 
-#include "boundary.hpp"
+#include "boundary/boundary.hpp"
 
 namespace pgramp {
 

@@ -5,12 +5,12 @@
 #include "ramp/client.h"
 #include "ramp/transport/endpoint.h"
 
-#include "guc.hpp"
-#include "session.hpp"
-#include "xact.hpp"
+#include "sql/guc.hpp"
+#include "xact/session.hpp"
+#include "xact/xact.hpp"
 
-#include "boundary.hpp"
-#include "keyspace_catalog.hpp"
+#include "boundary/boundary.hpp"
+#include "catalog/keyspace_catalog.hpp"
 
 namespace pgramp {
 

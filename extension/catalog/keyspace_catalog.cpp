@@ -2,12 +2,12 @@
 #include <cinttypes>
 #include <string>
 
-#include "guc.hpp"
-#include "keys.hpp"
-#include "xact.hpp"
+#include "rows/keys.hpp"
+#include "sql/guc.hpp"
+#include "xact/xact.hpp"
 
-#include "boundary.hpp"
-#include "keyspace_catalog.hpp"
+#include "boundary/boundary.hpp"
+#include "catalog/keyspace_catalog.hpp"
 
 namespace pgramp {
 

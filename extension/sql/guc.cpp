@@ -5,8 +5,8 @@
 #include "ramp/status.h"
 #include "ramp/transport/endpoint.h"
 
-#include "guc.hpp"
-#include "pg.hpp"
+#include "boundary/pg.hpp"
+#include "sql/guc.hpp"
 
 namespace pgramp::guc {
 

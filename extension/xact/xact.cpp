@@ -6,13 +6,13 @@
 #include "ramp/client.h"
 #include "ramp/hlc.h"
 
-#include "guc.hpp"
-#include "keys.hpp"
-#include "session.hpp"
-#include "xact.hpp"
+#include "rows/keys.hpp"
+#include "sql/guc.hpp"
+#include "xact/session.hpp"
+#include "xact/xact.hpp"
 
-#include "boundary.hpp"
-#include "keyspace_catalog.hpp"
+#include "boundary/boundary.hpp"
+#include "catalog/keyspace_catalog.hpp"
 
 namespace pgramp {
 

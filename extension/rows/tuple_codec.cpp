@@ -4,9 +4,11 @@
 #include <string>
 #include <string_view>
 
-#include "tableam/tableam.hpp"
+#include "boundary/boundary.hpp"
+#include "rows/tid.hpp"
+#include "rows/tuple_codec.hpp"
 
-namespace pgramp::tam {
+namespace pgramp {
 
 namespace {
 
@@ -123,4 +125,4 @@ bool RowAttribute(Relation rel, std::string_view encoded, AttrNumber attnum, Dat
   return !r.isnull;
 }
 
-}  // namespace pgramp::tam
+}  // namespace pgramp

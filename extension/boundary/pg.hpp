@@ -52,7 +52,6 @@ extern "C" {
 #include "optimizer/paths.h"
 #include "parser/parse_coerce.h"
 #include "pgstat.h"
-#include "utils/timestamp.h"
 #include "port/atomics.h"
 #include "storage/bufmgr.h"
 #include "storage/ipc.h"
@@ -72,6 +71,7 @@ extern "C" {
 #include "utils/snapmgr.h"
 #include "utils/spccache.h"
 #include "utils/syscache.h"
+#include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 #include "utils/typcache.h"
 }

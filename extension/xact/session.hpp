@@ -18,7 +18,7 @@
 #include "ramp/status.h"
 #include "ramp/types.h"
 
-#include "write_buffer.hpp"
+#include "xact/write_buffer.hpp"
 
 namespace pgramp {
 

@@ -36,7 +36,7 @@
 
 #include "ramp/status.h"
 
-#include "pg.hpp"
+#include "boundary/pg.hpp"
 
 namespace pgramp {
 

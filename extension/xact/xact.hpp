@@ -11,7 +11,7 @@
 
 #include "ramp/types.h"
 
-#include "write_buffer.hpp"
+#include "xact/write_buffer.hpp"
 
 namespace pgramp {
 

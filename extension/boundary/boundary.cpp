@@ -2,8 +2,8 @@
 #include <cstdio>
 #include <new>
 
-#include "boundary.hpp"
-#include "guc.hpp"
+#include "boundary/boundary.hpp"
+#include "sql/guc.hpp"
 
 namespace pgramp {
 

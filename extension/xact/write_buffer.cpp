@@ -1,4 +1,4 @@
-#include "write_buffer.hpp"
+#include "xact/write_buffer.hpp"
 
 #include <utility>
 

@@ -1,0 +1,22 @@
+// Rows ↔ tuples: how a row of a ramp table is stored on the cluster (tuple_codec.cpp). The
+// table AM encodes and decodes rows; ramp_hash reads the indexed attribute of a row.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "boundary/pg.hpp"
+
+namespace pgramp {
+
+// The slot's row as stored on the cluster: a format byte and a flat MinimalTuple (external
+// and compressed values detoasted first: ramp tables have no TOAST table).
+std::string EncodeSlot(TupleTableSlot* slot);
+// Stores an encoded row into slot (any slot type), with its TID and table OID.
+void StoreRow(TupleTableSlot* slot, Relation rel, uint64_t rowid, std::string_view encoded);
+// The value of attribute attnum (1-based) of an encoded row, palloc'd in the current memory
+// context when by reference. Returns false for NULL.
+bool RowAttribute(Relation rel, std::string_view encoded, AttrNumber attnum, Datum* value);
+
+}  // namespace pgramp
