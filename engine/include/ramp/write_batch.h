@@ -154,8 +154,9 @@ class WriteBatch {
   explicit WriteBatch(const WriteLimits& limits = {}) : limits_(limits) {}
   void set_limits(const WriteLimits& limits) { limits_ = limits; }
   const WriteLimits& limits() const { return limits_; }
-  // TooLarge when a value of this size may not be written (the one value-size check).
-  Status CheckValue(size_t bytes) const;
+  // TooLarge when a value of this size may not be written (the one value-size check);
+  // `what` names it in the message ("a row of N bytes exceeds the limit of M bytes").
+  Status CheckValue(size_t bytes, const char* what = "value") const;
 
   // ---- numbered rows ----
   // A new key (fresh row id, new index entry) with its value. TooLarge (and nothing

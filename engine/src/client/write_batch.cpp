@@ -27,10 +27,11 @@ void WriteBatch::Keyspace::Sort() const {
   sorted_ = order_.size();
 }
 
-Status WriteBatch::CheckValue(size_t bytes) const {
+Status WriteBatch::CheckValue(size_t bytes, const char* what) const {
   if (bytes <= limits_.max_value_bytes) return Status::OK();
-  return Status::TooLarge("value of " + std::to_string(bytes) + " bytes exceeds the limit of " +
-                          std::to_string(limits_.max_value_bytes) + " bytes");
+  return Status::TooLarge(std::string(what) + " of " + std::to_string(bytes) +
+                          " bytes exceeds the limit of " + std::to_string(limits_.max_value_bytes) +
+                          " bytes");
 }
 
 Status WriteBatch::CheckKey(std::string_view key) const {
@@ -58,7 +59,7 @@ BatchEntry& WriteBatch::Slot(const KeyspaceRef& ks, EntryKey key, SubTxnId sub) 
 
 Status WriteBatch::Insert(const KeyspaceRef& ks, EntryKey key, std::string value, CommandId cid,
                           SubTxnId sub) {
-  RAMP_RETURN_IF_ERROR(CheckValue(value.size()));
+  RAMP_RETURN_IF_ERROR(CheckValue(value.size(), "a row"));
   BatchEntry& w = Slot(ks, key, sub);
   w.value = std::move(value);
   w.inserted = true;
@@ -70,7 +71,7 @@ Status WriteBatch::Insert(const KeyspaceRef& ks, EntryKey key, std::string value
 
 Status WriteBatch::UpdateInPlace(const KeyspaceRef& ks, EntryKey key, std::string value,
                                  CommandId cid, SubTxnId sub, const Timestamp& expected) {
-  RAMP_RETURN_IF_ERROR(CheckValue(value.size()));
+  RAMP_RETURN_IF_ERROR(CheckValue(value.size(), "a row"));
   BatchEntry& w = Slot(ks, key, sub);
   w.value = std::move(value);
   w.inserted = true;
