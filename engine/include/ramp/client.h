@@ -95,15 +95,15 @@ struct ClientStats {
   uint64_t transactions_committed = 0;
   uint64_t transactions_aborted = 0;
   uint64_t reads = 0;
-  uint64_t one_sided_reads = 0;      // GET* attempts
-  uint64_t one_sided_hits = 0;       // GET* that returned a valid committed version
-  uint64_t one_sided_fallbacks = 0;  // invalid/stale address, fell back to GET+
-  uint64_t round2_reads = 0;         // items fetched by timestamp in round 2
-  uint64_t read_retries = 0;         // whole reads retried (round-2 miss)
+  uint64_t one_sided_reads = 0;       // GET* attempts
+  uint64_t one_sided_hits = 0;        // GET* that returned a valid committed version
+  uint64_t one_sided_fallbacks = 0;   // invalid/stale address, fell back to GET+
+  uint64_t round2_reads = 0;          // items fetched by timestamp in round 2
+  uint64_t read_retries = 0;          // whole reads retried (round-2 miss)
   uint64_t moved_replies = 0;
-  uint64_t commit_retries = 0;  // PUTs retried with a fresh timestamp
-  uint64_t sleeps = 0;          // waits that slept in epoll
-  uint64_t sleep_timeouts = 0;  // ... and woke by timeout rather than a doorbell
+  uint64_t commit_retries = 0;        // PUTs retried with a fresh timestamp
+  uint64_t sleeps = 0;                // waits that slept in epoll
+  uint64_t sleep_timeouts = 0;        // ... and woke by timeout rather than a doorbell
 };
 
 class Client;
@@ -217,11 +217,11 @@ struct ServerStatus {
   uint32_t node = 0;
   std::string endpoints;  // comma-separated
   bool reachable = false;
-  std::string error;  // why not reachable
+  std::string error;      // why not reachable
   uint64_t partitions = 0;
   uint64_t keys = 0;
   uint64_t bytes = 0;
-  uint64_t ops = 0;  // requests served since start
+  uint64_t ops = 0;       // requests served since start
   uint64_t uptime_ms = 0;
 };
 
