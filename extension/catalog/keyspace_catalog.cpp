@@ -361,7 +361,7 @@ StorageId StorageOf(const RelFileNode& node) {
 
 }  // namespace
 
-KeyspaceRef RelationKeyspace(Relation rel) {
+ramp::KeyspaceRef RelationKeyspace(Relation rel) {
   const StorageId storage = StorageOf(rel->rd_node);
   if (XactState* x = XactIfAny()) {
     auto it = x->created.find(storage);
@@ -370,7 +370,7 @@ KeyspaceRef RelationKeyspace(Relation rel) {
   auto* cache = static_cast<AmCache*>(rel->rd_amcache);
   if (cache != nullptr && cache->magic == kAmCacheMagic && cache->reltablespace == storage.first &&
       cache->relfilenode == storage.second) {
-    return KeyspaceRef{cache->keyspace, cache->buckets, cache->grouped, false};
+    return ramp::KeyspaceRef{cache->keyspace, cache->buckets, cache->grouped, false};
   }
   KeyspaceRow row = PgCall([&] { return CatalogFindByStorage(storage.first, storage.second); });
   if ((!row.found || row.kind == kKindDropped) && rel->rd_rel->relkind == RELKIND_INDEX) {
@@ -387,8 +387,8 @@ KeyspaceRef RelationKeyspace(Relation rel) {
             ", relfilenode " + std::to_string(storage.second) + ").",
         "ramp.keyspaces must not be modified by hand.");
   }
-  KeyspaceRef ref{static_cast<ramp::KeyspaceId>(row.keyspace), static_cast<uint32_t>(row.buckets),
-                  row.kind == kKindIndex, false};
+  ramp::KeyspaceRef ref{static_cast<ramp::KeyspaceId>(row.keyspace),
+                        static_cast<uint32_t>(row.buckets), row.kind == kKindIndex, false};
   auto* fresh = static_cast<AmCache*>(
       PgCall([&] { return MemoryContextAllocZero(CacheMemoryContext, sizeof(AmCache)); }));
   *fresh = AmCache{kAmCacheMagic, storage.first, storage.second, ref.id, ref.buckets, ref.grouped};
@@ -397,7 +397,7 @@ KeyspaceRef RelationKeyspace(Relation rel) {
   return ref;
 }
 
-KeyspaceRef CreateRelationKeyspace(Relation rel, const RelFileNode* node, char kind) {
+ramp::KeyspaceRef CreateRelationKeyspace(Relation rel, const RelFileNode* node, char kind) {
   const StorageId storage = StorageOf(*node);
   XactState& x = Xact();
   auto it = x.created.find(storage);
@@ -405,8 +405,9 @@ KeyspaceRef CreateRelationKeyspace(Relation rel, const RelFileNode* node, char k
   KeyspaceRow existing =
       PgCall([&] { return CatalogFindByStorage(storage.first, storage.second); });
   if (existing.found && existing.kind != kKindDropped) {
-    return KeyspaceRef{static_cast<ramp::KeyspaceId>(existing.keyspace),
-                       static_cast<uint32_t>(existing.buckets), existing.kind == kKindIndex, false};
+    return ramp::KeyspaceRef{static_cast<ramp::KeyspaceId>(existing.keyspace),
+                             static_cast<uint32_t>(existing.buckets), existing.kind == kKindIndex,
+                             false};
   }
   // New storage for an existing relation (TRUNCATE): the next generation of its keyspace.
   int32 min_generation = 1;
@@ -417,8 +418,8 @@ KeyspaceRef CreateRelationKeyspace(Relation rel, const RelFileNode* node, char k
   }
   const int32 buckets = guc::buckets;
   KeyspaceRow row = PgCall([&] { return CatalogCreate(rel, node, kind, buckets, min_generation); });
-  KeyspaceRef ref{static_cast<ramp::KeyspaceId>(row.keyspace), static_cast<uint32_t>(row.buckets),
-                  kind == kKindIndex, true};
+  ramp::KeyspaceRef ref{static_cast<ramp::KeyspaceId>(row.keyspace),
+                        static_cast<uint32_t>(row.buckets), kind == kKindIndex, true};
   x.created[storage] = ref;
   x.catalog_changed = true;
   return ref;

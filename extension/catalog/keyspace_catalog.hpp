@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "xact/write_buffer.hpp"
+#include "ramp/write_batch.h"
 
 #include "boundary/pg.hpp"
 
@@ -56,8 +56,8 @@ void CatalogForget(int64 keyspace);
 // ---- C++ side (throws) ----
 
 // The keyspace of a ramp table or ramp_hash index, cached in rd_amcache.
-KeyspaceRef RelationKeyspace(Relation rel);
+ramp::KeyspaceRef RelationKeyspace(Relation rel);
 // Creates the keyspace of new storage of rel (registers it as fresh in this transaction).
-KeyspaceRef CreateRelationKeyspace(Relation rel, const RelFileNode* node, char kind);
+ramp::KeyspaceRef CreateRelationKeyspace(Relation rel, const RelFileNode* node, char kind);
 
 }  // namespace pgramp

@@ -38,21 +38,17 @@ struct RampHashOptions {
 constexpr size_t kBuildBatch = 8192;
 
 struct BuildState {
-  KeyspaceRef ks;
+  ramp::KeyspaceRef ks;
   double entries;
-  std::vector<std::string>* batch;  // grouped keys waiting for the next flush
+  ramp::WriteBatch* batch;  // entries waiting for the next flush
 };
 
 void FlushBuild(BuildState* st) {
   if (st->batch->empty()) return;
   Session& session = Session::Get();
   session.Define(st->ks);
-  std::unique_ptr<ramp::Transaction> txn = session.client().Begin();
-  for (const std::string& key : *st->batch) {
-    session.Check(txn->Put(st->ks.id, key, {}), "building a ramp_hash index");
-  }
-  session.Check(txn->Commit(), "building a ramp_hash index");
-  st->batch->clear();
+  session.Check(session.client().Write(*st->batch), "building a ramp_hash index");
+  st->batch->Clear();
   XactState& x = Xact();
   if (st->ks.fresh) {
     // The keyspace now holds committed data: scans must read it, and an abort removes it.
@@ -104,7 +100,10 @@ void BuildCallback(Relation index, ItemPointer tid, Datum* values, bool* isnull,
     if (!RowIdOfTid(tid, &rowid)) return;
     const Datum value = values[0];
     const uint64 hash = PgCall([&] { return HashValue(index, InvalidOid, value); });
-    st->batch->push_back(ramp::EncodeGroupKey(HashGroup(hash), RowKey(rowid)));
+    // Empty value: a built entry (not written with its row). Nothing to undo (own PUTs).
+    Session::Get().Check(
+        st->batch->Insert(st->ks, ramp::EntryKey{hash, rowid}, std::string(), 0, ramp::kTopSubTxn),
+        "building a ramp_hash index");
     st->entries += 1;
     if (st->batch->size() >= kBuildBatch) FlushBuild(st);
   });
@@ -118,7 +117,7 @@ IndexBuildResult* Build(Relation heap, Relation index, struct IndexInfo* index_i
   state.entries = 0;
   state.batch = nullptr;
   state.ks = Boundary([&] {
-    KeyspaceRef ks = CreateRelationKeyspace(index, &index->rd_node, kKindIndex);
+    ramp::KeyspaceRef ks = CreateRelationKeyspace(index, &index->rd_node, kKindIndex);
     // Rebuilding storage created by this transaction (TRUNCATE of a new table): start over.
     Xact().writes.DiscardKeyspace(ks.id);
     if (!ks.fresh) {
@@ -128,9 +127,8 @@ IndexBuildResult* Build(Relation heap, Relation index, struct IndexInfo* index_i
     return ks;
   });
   // The batch is owned by the current memory context (freed if the build fails).
-  state.batch = Boundary([] {
-                  return OwnInCurrentContext(std::make_unique<std::vector<std::string>>());
-                })->object;
+  state.batch =
+      Boundary([] { return OwnInCurrentContext(std::make_unique<ramp::WriteBatch>()); })->object;
   const double reltuples =
       table_index_build_scan(heap, index, index_info, true, true, BuildCallback, &state, nullptr);
   Boundary([&] { FlushBuild(&state); });
@@ -152,9 +150,11 @@ bool Insert(Relation index, Datum* values, bool* isnull, ItemPointer heap_tid, R
     if (!RowIdOfTid(heap_tid, &rowid)) return;
     const Datum value = values[0];
     const uint64 hash = PgCall([&] { return HashValue(index, InvalidOid, value); });
-    const KeyspaceRef ks = RelationKeyspace(index);
-    Xact().writes.Insert(ks, EntryKey{hash, rowid}, std::string(kEntryWithRow),
-                         GetCurrentCommandId(false), GetCurrentSubTransactionId());
+    const ramp::KeyspaceRef ks = RelationKeyspace(index);
+    Session::Get().Check(
+        Xact().writes.Insert(ks, ramp::EntryKey{hash, rowid}, std::string(kEntryWithRow),
+                             GetCurrentCommandId(false), GetCurrentSubTransactionId()),
+        "inserting into a ramp_hash index");
   });
   return false;
 }

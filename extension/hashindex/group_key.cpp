@@ -70,14 +70,14 @@ bool HasRampHashIndexes(Relation heap) {
 
 void DeleteEntriesOfRow(Relation heap, uint64_t rowid, std::string_view encoded_row, CommandId cid,
                         bool remote) {
-  const SubXactIdT sub = GetCurrentSubTransactionId();
+  const ramp::SubTxnId sub = GetCurrentSubTransactionId();
   hashindex::ForEachRampHashIndex(heap, [&](Relation index) {
     const AttrNumber attnum = index->rd_index->indkey.values[0];
     Datum value;
     if (attnum <= 0 || !RowAttribute(heap, encoded_row, attnum, &value)) return;  // NULL
     const uint64 hash = PgCall([&] { return hashindex::HashValue(index, InvalidOid, value); });
-    const KeyspaceRef ks = RelationKeyspace(index);
-    Xact().writes.Delete(ks, EntryKey{hash, rowid}, cid, sub, remote, nullptr);
+    const ramp::KeyspaceRef ks = RelationKeyspace(index);
+    Xact().writes.Delete(ks, ramp::EntryKey{hash, rowid}, cid, sub, remote, nullptr);
   });
 }
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "xact/write_buffer.hpp"
+#include "ramp/write_batch.h"
 
 #include "boundary/pg.hpp"
 

@@ -1,6 +1,6 @@
 // ramp_hash scans: equality lookups. One GetGroup reads every entry of the value (one
 // partition); the transaction's own buffered entries are overlaid; the rows are then read
-// by the table AM with ReadItem::required taken from the entries' siblings, so index and
+// by the table AM with RowRequest::required taken from the entries' siblings, so index and
 // table are read atomically together (an entry never leads to an older row version than
 // the one written with it).
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include "ramp/client.h"
 #include "ramp/hlc.h"
 
+#include "ramp/read_session.h"
 #include "rows/keys.hpp"
 #include "sql/guc.hpp"
 #include "xact/session.hpp"
@@ -50,12 +51,12 @@ HashScan& StateOf(IndexScanDesc scan) {
   return *opaque->state->object;
 }
 
-KeyspaceRef TableKeyspace(IndexScanDesc scan) {
+ramp::KeyspaceRef TableKeyspace(IndexScanDesc scan) {
   if (scan->heapRelation != nullptr) return RelationKeyspace(scan->heapRelation);
   // Bitmap index scans have no heap relation: open it (the executor holds its lock).
   const Oid relid = scan->indexRelation->rd_index->indrelid;
   Relation heap = PgCall([&] { return RelationIdGetRelation(relid); });
-  KeyspaceRef ks;
+  ramp::KeyspaceRef ks;
   try {
     ks = RelationKeyspace(heap);
   } catch (...) {
@@ -69,7 +70,7 @@ KeyspaceRef TableKeyspace(IndexScanDesc scan) {
 // Whether an entry was written in the same transaction as its row (DML, not a build):
 // the row then has a version at exactly the entry's timestamp.
 bool WrittenWithRow(const ramp::GroupEntry& e, ramp::KeyspaceId table_ks,
-                    const std::string& row_key) {
+                    std::string_view row_key) {
   if (e.value == kEntryWithRow) return true;
   for (const auto& [key, ks] : e.siblings) {
     if (ks == table_ks && key == row_key) return true;
@@ -85,7 +86,7 @@ bool RecentDeletion(const ramp::Timestamp& ts) {
   return ts.time + (kRaceWindowMs << 16) > now;
 }
 
-// Reads the entries of a group and, in one read-atomic GetAll, the rows they lead to; the
+// Reads the entries of a group and, in one read-atomic ReadRows, the rows they lead to; the
 // rows go to the session's prefetch cache, where the table fetches of this statement find
 // them (one round trip for the rows instead of one per row).
 //
@@ -94,47 +95,41 @@ bool RecentDeletion(const ramp::Timestamp& ts) {
 // that a transaction removed the row and its entry (and perhaps inserted new ones) and is
 // committed at the row's partition but not yet at the entry's: the lookup is repeated until
 // the index partition shows that transaction's entries too. Entries written with their
-// row pass the entry's timestamp as ReadItem::required, so a row whose transaction is
+// row pass the entry's timestamp as RowRequest::required, so a row whose transaction is
 // committed at the index partition but not yet at the row's is still found.
-void LookUp(const KeyspaceRef& index_ks, const KeyspaceRef& table_ks, const std::string& group,
-            std::vector<uint64_t>* found) {
+void LookUp(const ramp::KeyspaceRef& index_ks, const ramp::KeyspaceRef& table_ks,
+            const std::string& group, std::vector<uint64_t>* found) {
   Session& session = Session::Get();
   session.Define(index_ks);
   session.Define(table_ks);
   const XactState* x = XactIfAny();
   std::vector<ramp::GroupEntry> entries;
-  std::vector<std::string> keys;
-  std::vector<ramp::ReadItem> items;
-  std::vector<uint64_t> ids;
-  std::vector<ramp::ReadResult> results;
+  std::vector<ramp::RowRequest> rows;
+  std::vector<ramp::RowResult> results;
   for (int attempt = 0;; attempt++) {
     found->clear();
-    session.Check(session.reader().GetGroup(index_ks.id, group, &entries),
-                  "reading a ramp_hash index");
-    keys.clear();
-    keys.reserve(entries.size());  // items keep views of the keys
-    ids.clear();
-    items.clear();
+    ramp::ReadSession& reads = session.reads();
+    session.Check(reads.GetGroup(index_ks.id, group, &entries), "reading a ramp_hash index");
+    rows.clear();
     for (const ramp::GroupEntry& e : entries) {
       uint64_t rowid = 0;
       if (!DecodeRowKey(e.suffix, &rowid)) continue;
       found->push_back(rowid);
-      std::string row_key = RowKey(rowid);
       // Rows this transaction wrote are decided by its own buffer.
-      if (table_ks.fresh || (x != nullptr && x->writes.Find(table_ks.id, EntryKey{0, rowid}))) {
+      if (table_ks.fresh ||
+          (x != nullptr && x->writes.Find(table_ks.id, ramp::EntryKey{0, rowid}))) {
         continue;
       }
       ramp::Timestamp required;
-      if (WrittenWithRow(e, table_ks.id, row_key)) required = e.ts;
-      keys.push_back(std::move(row_key));
-      ids.push_back(rowid);
-      items.push_back(ramp::ReadItem{table_ks.id, keys.back(), required});
+      if (WrittenWithRow(e, table_ks.id, e.suffix)) required = e.ts;
+      rows.push_back(ramp::RowRequest{table_ks.id, rowid, required});
     }
-    if (ids.empty()) return;
-    session.Check(session.reader().GetAll(items, &results),
+    if (rows.empty()) return;
+    // The versions of rows found are remembered by the read.
+    session.Check(reads.ReadRows(rows, ramp::RowReads::kSnapshot, &results),
                   "reading rows through a ramp_hash index");
     bool racing = false;
-    for (size_t i = 0; i < results.size() && i < ids.size(); i++) {
+    for (size_t i = 0; i < results.size() && i < rows.size(); i++) {
       if (!results[i].found && RecentDeletion(results[i].ts) && !results[i].ts.zero()) {
         racing = true;
       }
@@ -146,10 +141,9 @@ void LookUp(const KeyspaceRef& index_ks, const KeyspaceRef& table_ks, const std:
                                                "changing while they were read"),
                         "reading rows through a ramp_hash index");
       }
-      for (size_t i = 0; i < results.size() && i < ids.size(); i++) {
-        ramp::ReadResult& r = results[i];
-        if (r.found) session.RememberVersion(table_ks.id, ids[i], r.ts);
-        session.Prefetch(table_ks.id, ids[i], r.ts, r.found, std::move(r.value));
+      for (size_t i = 0; i < results.size() && i < rows.size(); i++) {
+        ramp::RowResult& r = results[i];
+        reads.Prefetch(table_ks.id, rows[i].rowid, r.ts, r.found, std::move(r.value));
       }
       return;
     }
@@ -188,15 +182,15 @@ void Load(IndexScanDesc scan, HashScan& state) {
   }
   const std::string group = HashGroup(group_hash);
 
-  const KeyspaceRef index_ks = RelationKeyspace(scan->indexRelation);
-  const KeyspaceRef table_ks = TableKeyspace(scan);
+  const ramp::KeyspaceRef index_ks = RelationKeyspace(scan->indexRelation);
+  const ramp::KeyspaceRef table_ks = TableKeyspace(scan);
   std::vector<uint64_t> found;
   if (!index_ks.fresh) LookUp(index_ks, table_ks, group, &found);
   if (const XactState* x = XactIfAny()) {
-    const Visibility vis = VisibilityOf(scan->xs_snapshot);
+    const ramp::Visibility vis = VisibilityOf(scan->xs_snapshot);
     std::vector<uint64_t> removed;
-    if (const WriteBuffer::Keyspace* own = x->writes.Of(index_ks.id)) {
-      own->ForEachInGroup(group_hash, 0, [&](const EntryKey& k, const BufferedWrite& w) {
+    if (const ramp::WriteBatch::Keyspace* own = x->writes.Of(index_ks.id)) {
+      own->ForEachInGroup(group_hash, 0, [&](const ramp::EntryKey& k, const ramp::BatchEntry& w) {
         if (vis.SeesDelete(w)) {
           removed.push_back(k.rowid);
         } else if (vis.SeesInsert(w)) {

@@ -14,12 +14,14 @@
 #include <string>
 #include <string_view>
 
+#include "ramp/keys.h"
+
 namespace pgramp {
 
 inline constexpr uint64_t kRowsPerBlock = 256;
 // Largest row id a TID can express: block numbers stop below 0xFFFFFFFF (InvalidBlockNumber).
 inline constexpr uint64_t kMaxRowId = (uint64_t{0xFFFFFFFE} * kRowsPerBlock) + kRowsPerBlock - 1;
-inline constexpr size_t kRowKeyBytes = 8;
+using ramp::kRowKeyBytes;
 
 inline std::string EncodeU64(uint64_t v) {
   std::string out(8, '\0');
@@ -38,12 +40,10 @@ inline bool DecodeU64(std::string_view bytes, uint64_t* out) {
   return true;
 }
 
-inline std::string RowKey(uint64_t rowid) {
-  return EncodeU64(rowid);
-}
-inline bool DecodeRowKey(std::string_view key, uint64_t* rowid) {
-  return DecodeU64(key, rowid);
-}
+// The client library's numbered-row layout (ramp/keys.h): WriteBatch entries and
+// ReadSession rows use it.
+using ramp::DecodeRowKey;
+using ramp::RowKey;
 
 // The key of the row-id sequence (next unallocated row id, 8 bytes big-endian). Its length
 // differs from a row key's, so it can never collide with a row.

@@ -29,7 +29,7 @@ void RelationNontransactionalTruncate(Relation rel) {
   // (sub)transaction, whose keyspace has nothing on the cluster: dropping the buffered
   // writes empties it.
   Boundary([&] {
-    const KeyspaceRef ks = RelationKeyspace(rel);
+    const ramp::KeyspaceRef ks = RelationKeyspace(rel);
     if (!ks.fresh) {
       throw SqlError(ERRCODE_INTERNAL_ERROR,
                      "non-transactional truncate of a ramp table with committed rows");
@@ -42,7 +42,7 @@ void RelationCopyData(Relation rel, const RelFileNode* newrnode) {
   // ALTER TABLE SET TABLESPACE: nothing to copy locally; the keyspace follows the storage.
   SMgrRelation dstrel = RelationCreateStorage(*newrnode, rel->rd_rel->relpersistence, true);
   Boundary([&] {
-    const KeyspaceRef ks = RelationKeyspace(rel);
+    const ramp::KeyspaceRef ks = RelationKeyspace(rel);
     PgCall([&] { CatalogMoveStorage(static_cast<int64>(ks.id), newrnode); });
     XactState& x = Xact();
     for (auto it = x.created.begin(); it != x.created.end(); ++it) {

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "rows/keys.hpp"
+#include "xact/row_ids.hpp"
 #include "xact/session.hpp"
 #include "xact/xact.hpp"
 
@@ -35,7 +36,7 @@ uint64_t BlocksOf(uint64_t high_water) {
 uint64_t OwnInsertedRows(ramp::KeyspaceId ks) {
   const XactState* x = XactIfAny();
   if (x == nullptr) return 0;
-  const WriteBuffer::Keyspace* own = x->writes.Of(ks);
+  const ramp::WriteBatch::Keyspace* own = x->writes.Of(ks);
   if (own == nullptr) return 0;
   uint64_t n = 0;
   for (const auto& [key, w] : own->entries()) {
@@ -49,8 +50,8 @@ uint64_t OwnInsertedRows(ramp::KeyspaceId ks) {
 uint64 RelationSize(Relation rel, ForkNumber forkNumber) {
   if (forkNumber != MAIN_FORKNUM) return 0;
   return Boundary([&] {
-    const KeyspaceRef ks = RelationKeyspace(rel);
-    const uint64_t hw = ks.fresh ? OwnInsertedRows(ks.id) : Session::Get().HighWater(ks);
+    const ramp::KeyspaceRef ks = RelationKeyspace(rel);
+    const uint64_t hw = ks.fresh ? OwnInsertedRows(ks.id) : HighWater(ks);
     return static_cast<uint64>(BlocksOf(hw) * BLCKSZ);
   });
 }
@@ -68,7 +69,7 @@ void RelationEstimateSize(Relation rel, int32* attr_widths, BlockNumber* pages, 
     double bytes;
   };
   const Estimate e = Boundary([&] {
-    const KeyspaceRef ks = RelationKeyspace(rel);
+    const ramp::KeyspaceRef ks = RelationKeyspace(rel);
     const double own = static_cast<double>(OwnInsertedRows(ks.id));
     if (ks.fresh) return Estimate{true, own, own * kOwnRowBytes};
     Session& session = Session::Get();
@@ -78,7 +79,7 @@ void RelationEstimateSize(Relation rel, int32* attr_widths, BlockNumber* pages, 
       // Row-id blocks (RelationGetNumberOfBlocks, the planner hook's bitmap check) come from
       // the row-id sequence: cache it with the same age.
       uint64_t hw = 0;
-      if (!session.CachedHighWater(ks.id, kSizeCacheAge, &hw)) session.HighWater(ks);
+      if (!CachedHighWater(ks.id, kSizeCacheAge, &hw)) HighWater(ks);
       // Every key but the row-id sequence is a row (or, for a few seconds, a deleted one).
       const double rows = size.keys > 0 ? static_cast<double>(size.keys - 1) : 0;
       return Estimate{true, rows + own, static_cast<double>(size.bytes) + own * kOwnRowBytes};
@@ -111,11 +112,11 @@ void RelationEstimateSize(Relation rel, int32* attr_widths, BlockNumber* pages, 
 
 uint64_t CachedRowIdBlocks(Relation rel) {
   return Boundary([&] {
-    const KeyspaceRef ks = RelationKeyspace(rel);
+    const ramp::KeyspaceRef ks = RelationKeyspace(rel);
     uint64_t hw = 0;
     if (ks.fresh)
       hw = OwnInsertedRows(ks.id);
-    else if (!Session::Get().CachedHighWater(ks.id, std::chrono::hours(1), &hw))
+    else if (!CachedHighWater(ks.id, std::chrono::hours(1), &hw))
       return uint64_t{0};
     return static_cast<uint64_t>(BlocksOf(hw));
   });

@@ -21,12 +21,12 @@ namespace {
 // What the transaction's own writes say about a row.
 enum class Own { kUnknown, kVisible, kInvisible };
 
-Own OwnVerdict(const KeyspaceRef& ks, const Visibility& vis, uint64_t rowid,
-               const BufferedWrite** entry) {
+Own OwnVerdict(const ramp::KeyspaceRef& ks, const ramp::Visibility& vis, uint64_t rowid,
+               const ramp::BatchEntry** entry) {
   *entry = nullptr;
   const XactState* x = XactIfAny();
   if (x == nullptr) return Own::kUnknown;
-  const BufferedWrite* w = x->writes.Find(ks.id, EntryKey{0, rowid});
+  const ramp::BatchEntry* w = x->writes.Find(ks.id, ramp::EntryKey{0, rowid});
   if (w == nullptr) return Own::kUnknown;
   *entry = w;
   if (vis.SeesDelete(*w)) return Own::kInvisible;
@@ -40,18 +40,19 @@ struct IndexFetch {
   IndexFetchTableData base;
   // plain data: no C++ resources, so an abandoned fetch needs no cleanup
   bool ks_known;
-  KeyspaceRef ks;
+  ramp::KeyspaceRef ks;
 };
 
 }  // namespace
 
-void FetchRows(const KeyspaceRef& ks, const Visibility& vis, const std::vector<uint64_t>& rowids,
-               FetchedRows* out) {
+void FetchRows(const ramp::KeyspaceRef& ks, const ramp::Visibility& vis,
+               const std::vector<uint64_t>& rowids, FetchedRows* out) {
   out->rows.clear();
   out->dead = 0;
-  std::vector<uint64_t> remote;
+  ramp::ReadSession* reads = nullptr;  // set to the statement once, on first need
+  std::vector<ramp::RowRequest> remote;
   for (uint64_t rowid : rowids) {
-    const BufferedWrite* own = nullptr;
+    const ramp::BatchEntry* own = nullptr;
     switch (OwnVerdict(ks, vis, rowid, &own)) {
       case Own::kVisible:
         out->rows.push_back(RowVersion{rowid, {}, true, own->value});
@@ -60,7 +61,8 @@ void FetchRows(const KeyspaceRef& ks, const Visibility& vis, const std::vector<u
         break;
       case Own::kUnknown:
         if (ks.fresh) break;
-        if (const Session::PrefetchedRow* p = Session::Get().Prefetched(ks.id, rowid)) {
+        if (reads == nullptr) reads = &Session::Get().reads();
+        if (const ramp::PrefetchedRow* p = reads->Prefetched(ks.id, rowid)) {
           if (p->live) {
             out->rows.push_back(RowVersion{rowid, p->ts, true, p->value});
           } else if (!p->ts.zero()) {
@@ -68,29 +70,20 @@ void FetchRows(const KeyspaceRef& ks, const Visibility& vis, const std::vector<u
           }
           break;
         }
-        remote.push_back(rowid);
+        remote.push_back(ramp::RowRequest{ks.id, rowid, {}});
         break;
     }
   }
   if (!remote.empty()) {
     Session& session = Session::Get();
     session.Define(ks);
-    std::vector<std::string> keys;
-    keys.reserve(remote.size());
-    for (uint64_t rowid : remote) keys.push_back(RowKey(rowid));
-    std::vector<ramp::ReadItem> items;
-    items.reserve(remote.size());
-    for (size_t i = 0; i < remote.size(); i++) {
-      items.push_back(ramp::ReadItem{ks.id, keys[i], session.RequiredVersion(ks.id, remote[i])});
-    }
-    std::vector<ramp::ReadResult> results;
-    session.Check(session.reader().GetAll(items, &results), "reading rows of a ramp table");
+    std::vector<ramp::RowResult> results;
+    session.Check(reads->ReadRows(remote, ramp::RowReads::kStatement, &results),
+                  "reading rows of a ramp table");
     for (size_t i = 0; i < results.size() && i < remote.size(); i++) {
-      ramp::ReadResult& r = results[i];
-      session.NoteRead(ks.id, remote[i], r.ts, r.metadata);
+      ramp::RowResult& r = results[i];
       if (r.found) {
-        session.RememberVersion(ks.id, remote[i], r.ts);
-        out->rows.push_back(RowVersion{remote[i], r.ts, true, std::move(r.value)});
+        out->rows.push_back(RowVersion{remote[i].rowid, r.ts, true, std::move(r.value)});
       } else if (!r.ts.zero()) {
         out->dead++;
       }
@@ -100,10 +93,10 @@ void FetchRows(const KeyspaceRef& ks, const Visibility& vis, const std::vector<u
             [](const RowVersion& a, const RowVersion& b) { return a.rowid < b.rowid; });
 }
 
-bool FetchRow(const KeyspaceRef& ks, const Visibility& vis, uint64_t rowid, RowVersion* out,
-              bool* dead) {
+bool FetchRow(const ramp::KeyspaceRef& ks, const ramp::Visibility& vis, uint64_t rowid,
+              RowVersion* out, bool* dead) {
   if (dead != nullptr) *dead = false;
-  const BufferedWrite* own = nullptr;
+  const ramp::BatchEntry* own = nullptr;
   switch (OwnVerdict(ks, vis, rowid, &own)) {
     case Own::kVisible:
       *out = RowVersion{rowid, {}, true, own->value};
@@ -115,7 +108,8 @@ bool FetchRow(const KeyspaceRef& ks, const Visibility& vis, uint64_t rowid, RowV
   }
   if (ks.fresh) return false;
   Session& session = Session::Get();
-  if (const Session::PrefetchedRow* p = session.Prefetched(ks.id, rowid)) {
+  ramp::ReadSession& reads = session.reads();
+  if (const ramp::PrefetchedRow* p = reads.Prefetched(ks.id, rowid)) {
     if (!p->live) {
       if (dead != nullptr) *dead = !p->ts.zero();
       out->ts = p->ts;
@@ -125,18 +119,16 @@ bool FetchRow(const KeyspaceRef& ks, const Visibility& vis, uint64_t rowid, RowV
     return true;
   }
   session.Define(ks);
-  const std::string key = RowKey(rowid);
-  const ramp::ReadItem item{ks.id, key, session.RequiredVersion(ks.id, rowid)};
-  std::vector<ramp::ReadResult> results;
-  session.Check(session.reader().GetAll(std::span<const ramp::ReadItem>(&item, 1), &results),
+  const ramp::RowRequest row{ks.id, rowid, {}};
+  std::vector<ramp::RowResult> results;
+  session.Check(reads.ReadRows(std::span<const ramp::RowRequest>(&row, 1),
+                               ramp::RowReads::kStatement, &results),
                 "reading a row of a ramp table");
-  if (!results.empty()) session.NoteRead(ks.id, rowid, results[0].ts, results[0].metadata);
   if (results.empty() || !results[0].found) {
     if (dead != nullptr && !results.empty() && !results[0].ts.zero()) *dead = true;
     if (!results.empty()) out->ts = results[0].ts;  // the deletion's timestamp
     return false;
   }
-  session.RememberVersion(ks.id, rowid, results[0].ts);
   *out = RowVersion{rowid, results[0].ts, true, std::move(results[0].value)};
   return true;
 }
@@ -178,7 +170,7 @@ bool IndexFetchTuple(struct IndexFetchTableData* scan, ItemPointer tid, Snapshot
       // deleting transaction has surely committed everywhere. Until then its new version of
       // the row (an UPDATE) may still be invisible at the other partition, and a scan that
       // skipped the old entry would find neither version: a lost UPDATE. Visiting the old
-      // entry instead lets the statement's reads see it (Session::NoteRead).
+      // entry instead lets the statement's reads see it (ramp::ReadSession).
       if (all_dead != nullptr) {
         *all_dead = dead && !row.ts.zero() &&
                     ramp::HybridClock::PhysicalNow() > row.ts.time + (kKillAfterMs << 16);
@@ -200,19 +192,19 @@ bool TupleFetchRowVersion(Relation rel, ItemPointer tid, Snapshot snapshot, Tupl
     uint64_t rowid = 0;
     if (!RowIdOfTid(tid, &rowid)) return false;
     RowVersion row;
-    const KeyspaceRef ks = RelationKeyspace(rel);
+    const ramp::KeyspaceRef ks = RelationKeyspace(rel);
     // SnapshotAny: the executor re-fetches a row it is about to UPDATE, to build the new row
     // from it. It must be the version the statement read, which the write names as the
     // expected one: a commit in flight when the statement started may have landed since.
     ramp::Timestamp read_ts;
     const bool any = snapshot != nullptr && snapshot->snapshot_type == SNAPSHOT_ANY;
-    const bool have_read = any && Session::Get().RecallVersion(ks.id, rowid, &read_ts);
+    const bool have_read = any && RecallVersion(ks.id, rowid, &read_ts);
     const bool found = FetchRow(ks, VisibilityOf(snapshot), rowid, &row, nullptr);
     if (have_read && (!found || (!row.ts.zero() && !(row.ts == read_ts)))) {
       // Heap keeps the old tuple; a ramp row changed or deleted by a concurrent transaction
       // since this one read it is a write-write conflict (the commit would fail the same
       // way). The version read stays the expected one.
-      Session::Get().RememberVersion(ks.id, rowid, read_ts);
+      Session::Get().reads().RememberVersion(ks.id, rowid, read_ts);
       throw RampError(ramp::Status::Conflict("row " + std::to_string(rowid) +
                                              (found ? " changed" : " was deleted") +
                                              " after this transaction read it"),

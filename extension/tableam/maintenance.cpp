@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "rows/keys.hpp"
+#include "xact/row_ids.hpp"
 #include "xact/session.hpp"
 #include "xact/xact.hpp"
 
@@ -28,11 +29,11 @@ struct DeadRows {
 };
 
 DeadRows* CollectDeadRows(Relation rel) {
-  const KeyspaceRef ks = RelationKeyspace(rel);
+  const ramp::KeyspaceRef ks = RelationKeyspace(rel);
   std::vector<uint64_t> dead;
   double live = 0;
   if (!ks.fresh) {
-    const uint64_t hw = Session::Get().HighWater(ks);
+    const uint64_t hw = HighWater(ks);
     auto source = MakeProbeRowSource(
         ks, SerialBlockRanges(0, (hw + kRowsPerBlock - 1) / kRowsPerBlock, 4), true);
     std::vector<RowVersion> batch;

@@ -11,6 +11,7 @@
 #include "ramp/client.h"
 
 #include "rows/keys.hpp"
+#include "xact/row_ids.hpp"
 #include "xact/session.hpp"
 #include "xact/xact.hpp"
 
@@ -40,13 +41,13 @@ TM_Result DeleteRow(Relation rel, ItemPointer tid, CommandId cid, TM_FailureData
     FillFailure(tmfd, tid, InvalidCommandId);
     return TM_Deleted;
   }
-  const KeyspaceRef ks = RelationKeyspace(rel);
+  const ramp::KeyspaceRef ks = RelationKeyspace(rel);
   XactState& x = Xact();
-  const SubXactIdT sub = GetCurrentSubTransactionId();
-  const EntryKey key{0, rowid};
+  const ramp::SubTxnId sub = GetCurrentSubTransactionId();
+  const ramp::EntryKey key{0, rowid};
   const bool indexed = HasRampHashIndexes(rel);
 
-  if (const BufferedWrite* own = x.writes.Find(ks.id, key)) {
+  if (const ramp::BatchEntry* own = x.writes.Find(ks.id, key)) {
     if (own->in_place && own->insert_cid == cid) {
       // Updated by this very command already (heap: the old tuple's xmax/cmax are ours).
       FillFailure(tmfd, tid, cid);
@@ -73,13 +74,12 @@ TM_Result DeleteRow(Relation rel, ItemPointer tid, CommandId cid, TM_FailureData
   }
 
   // A committed row: delete it with the version this transaction read as the expected one.
-  Session& session = Session::Get();
   ramp::Timestamp expected;
-  const bool have_expected = session.RecallVersion(ks.id, rowid, &expected);
+  const bool have_expected = RecallVersion(ks.id, rowid, &expected);
   std::string value;
   if (!have_expected || indexed) {
     RowVersion row;
-    if (!FetchRow(ks, Visibility{}, rowid, &row, nullptr)) {
+    if (!FetchRow(ks, ramp::Visibility{}, rowid, &row, nullptr)) {
       FillFailure(tmfd, tid, InvalidCommandId);
       return TM_Deleted;  // gone meanwhile: the executor skips it (or 40001 if serializable)
     }
@@ -105,37 +105,33 @@ TM_Result DeleteRow(Relation rel, ItemPointer tid, CommandId cid, TM_FailureData
 
 }  // namespace
 
-bool CheckCommandDeletesCurrent(const KeyspaceRef& found_ks, uint64_t found_rowid, bool remote) {
+bool CheckCommandDeletesCurrent(const ramp::KeyspaceRef& found_ks, uint64_t found_rowid,
+                                bool remote) {
   XactState* x = XactIfAny();
   if (x == nullptr || x->command_deletes.empty() ||
       x->command_deletes_cid != GetCurrentCommandId(false)) {
     return true;
   }
   Session& session = Session::Get();
-  // The live row goes into the same read-atomic GetAll: if its transaction also deleted one
+  // The live row goes into the same read-atomic read: if its transaction also deleted one
   // of our rows, RAMP's metadata makes the read return that deletion even while the
   // transaction's COMMIT is still on its way to the other partition.
   // An own row (remote = false) is not read: only this command's deletes are.
   const size_t first = remote ? 1 : 0;
-  std::vector<std::string> keys;
-  keys.reserve(x->command_deletes.size() + 1);
+  std::vector<ramp::RowRequest> rows;
+  rows.reserve(x->command_deletes.size() + 1);
   if (remote) {
     session.Define(found_ks);
-    keys.push_back(RowKey(found_rowid));
+    rows.push_back(ramp::RowRequest{found_ks.id, found_rowid, {}});
   }
   for (const auto& d : x->command_deletes) {
     session.Define(d.ks);
-    keys.push_back(RowKey(d.rowid));
-  }
-  std::vector<ramp::ReadItem> items;
-  if (remote) items.push_back(ramp::ReadItem{found_ks.id, keys[0], {}});
-  for (size_t i = 0; i < x->command_deletes.size(); i++) {
-    items.push_back(ramp::ReadItem{x->command_deletes[i].ks.id, keys[i + first], {}});
+    rows.push_back(ramp::RowRequest{d.ks.id, d.rowid, {}});
   }
   // The latest versions, not the statement's snapshot: the point is what committed since.
-  std::unique_ptr<ramp::Transaction> latest = session.client().Begin();
-  std::vector<ramp::ReadResult> results;
-  session.Check(latest->GetAll(items, &results), "re-reading rows this command changed");
+  std::vector<ramp::RowResult> results;
+  session.Check(session.reads().ReadRows(rows, ramp::RowReads::kLatest, &results),
+                "re-reading rows this command changed");
   for (size_t i = first; i < results.size() && i - first < x->command_deletes.size(); i++) {
     const XactState::CommandDelete& d = x->command_deletes[i - first];
     if (!(results[i].ts == d.expected)) {
@@ -151,22 +147,21 @@ bool CheckCommandDeletesCurrent(const KeyspaceRef& found_ks, uint64_t found_rowi
 }
 
 void InsertSlots(Relation rel, TupleTableSlot** slots, int nslots, CommandId cid) {
-  const KeyspaceRef ks = RelationKeyspace(rel);
+  const ramp::KeyspaceRef ks = RelationKeyspace(rel);
   XactState& x = Xact();
   Session& session = Session::Get();
-  const SubXactIdT sub = GetCurrentSubTransactionId();
+  const ramp::SubTxnId sub = GetCurrentSubTransactionId();
+  x.writes.set_limits(session.client().write_limits());
   for (int i = 0; i < nslots; i++) {
     std::string value = EncodeSlot(slots[i]);
-    const uint64_t rowid = session.NextRowId(ks);
-    // The client would refuse the row at COMMIT; say so at the statement that made it.
-    const size_t limit = session.client().options().max_value_bytes;
-    if (value.size() > limit) {
-      throw RampError(
-          ramp::Status::TooLarge("a row of " + std::to_string(value.size()) +
-                                 " bytes exceeds the limit of " + std::to_string(limit) + " bytes"),
-          std::string("writing to ramp table \"") + RelationGetRelationName(rel) + "\"");
+    const uint64_t rowid = NextRowId(ks);
+    // The batch refuses a row over the client's limit here, at the statement that made it.
+    const ramp::Status st =
+        x.writes.Insert(ks, ramp::EntryKey{0, rowid}, std::move(value), cid, sub);
+    if (!st.ok()) {
+      session.Check(st,
+                    std::string("writing to ramp table \"") + RelationGetRelationName(rel) + "\"");
     }
-    x.writes.Insert(ks, EntryKey{0, rowid}, std::move(value), cid, sub);
     slots[i]->tts_tableOid = RelationGetRelid(rel);
     SetTid(&slots[i]->tts_tid, rowid);
   }
@@ -193,11 +188,12 @@ void TupleCompleteSpeculative(Relation rel, TupleTableSlot* slot, uint32 specTok
   Boundary([&] {
     uint64_t rowid = 0;
     if (!RowIdOfTid(&slot->tts_tid, &rowid)) return;
-    const KeyspaceRef ks = RelationKeyspace(rel);
+    const ramp::KeyspaceRef ks = RelationKeyspace(rel);
     const CommandId cid = GetCurrentCommandId(false);
-    Xact().writes.Delete(ks, EntryKey{0, rowid}, cid, GetCurrentSubTransactionId(), false, nullptr);
+    Xact().writes.Delete(ks, ramp::EntryKey{0, rowid}, cid, GetCurrentSubTransactionId(), false,
+                         nullptr);
     // The executor inserted ramp_hash entries for the speculative row: take them back too.
-    const BufferedWrite* own = Xact().writes.Find(ks.id, EntryKey{0, rowid});
+    const ramp::BatchEntry* own = Xact().writes.Find(ks.id, ramp::EntryKey{0, rowid});
     if (own != nullptr && HasRampHashIndexes(rel)) {
       const std::string value = own->value;
       DeleteEntriesOfRow(rel, rowid, value, cid, false);
@@ -230,20 +226,19 @@ bool UpdateInPlace(Relation rel, ItemPointer otid, TupleTableSlot* slot, Command
   if (rel->trigdesc != nullptr || HasRampHashIndexes(rel)) return false;
   uint64_t rowid = 0;
   if (!RowIdOfTid(otid, &rowid)) return false;
-  const KeyspaceRef ks = RelationKeyspace(rel);
+  const ramp::KeyspaceRef ks = RelationKeyspace(rel);
   if (ks.fresh) return false;
   XactState& x = Xact();
-  if (x.writes.Find(ks.id, EntryKey{0, rowid}) != nullptr) return false;
-  Session& session = Session::Get();
+  if (x.writes.Find(ks.id, ramp::EntryKey{0, rowid}) != nullptr) return false;
   // The version the executor's new row was computed from: the one this statement read.
   // (Recalled before any re-read: a commit in flight when the statement started may land
   // in between, and the new value must replace exactly the version it came from.)
   ramp::Timestamp expected;
-  const bool have_expected = session.RecallVersion(ks.id, rowid, &expected);
+  const bool have_expected = RecallVersion(ks.id, rowid, &expected);
   Bitmapset* indexed = RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_ALL);
   if (indexed != nullptr || !have_expected) {
     RowVersion old;
-    if (!FetchRow(ks, Visibility{}, rowid, &old, nullptr)) {
+    if (!FetchRow(ks, ramp::Visibility{}, rowid, &old, nullptr)) {
       bms_free(indexed);
       return false;  // gone meanwhile: the ordinary path reports it
     }
@@ -280,11 +275,14 @@ bool UpdateInPlace(Relation rel, ItemPointer otid, TupleTableSlot* slot, Command
       if (!same) return false;
     }
   }
-  std::string value = EncodeSlot(slot);
-  const size_t limit = session.client().options().max_value_bytes;
-  if (value.size() > limit) return false;  // the ordinary path raises the clear error
-  x.writes.UpdateInPlace(ks, EntryKey{0, rowid}, std::move(value), cid,
-                         GetCurrentSubTransactionId(), expected);
+  x.writes.set_limits(Session::Get().client().write_limits());
+  // Over the size limit, nothing is buffered: the ordinary path raises the clear error.
+  if (!x.writes
+           .UpdateInPlace(ks, ramp::EntryKey{0, rowid}, EncodeSlot(slot), cid,
+                          GetCurrentSubTransactionId(), expected)
+           .ok()) {
+    return false;
+  }
   slot->tts_tableOid = RelationGetRelid(rel);
   slot->tts_tid = *otid;
   return true;

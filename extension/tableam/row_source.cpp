@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "ramp/client.h"
+#include "ramp/read_session.h"
 
 #include "rows/keys.hpp"
 #include "xact/session.hpp"
@@ -30,7 +31,8 @@ class SerialRanges : public BlockRanges {
 
 class ProbeRowSource : public RowSource {
  public:
-  ProbeRowSource(const KeyspaceRef& ks, std::unique_ptr<BlockRanges> ranges, bool include_deleted)
+  ProbeRowSource(const ramp::KeyspaceRef& ks, std::unique_ptr<BlockRanges> ranges,
+                 bool include_deleted)
       : ks_(ks), ranges_(std::move(ranges)), include_deleted_(include_deleted) {}
 
   bool NextBatch(std::vector<RowVersion>* out) override {
@@ -44,19 +46,17 @@ class ProbeRowSource : public RowSource {
     const uint64_t stop = std::min<uint64_t>(end_, cursor_ + kProbeKeysPerRequest);
     Session& session = Session::Get();
     session.Define(ks_);
-    keys_.clear();
-    items_.clear();
-    for (uint64_t rowid = cursor_; rowid < stop; rowid++) keys_.push_back(RowKey(rowid));
+    rows_.clear();
     for (uint64_t rowid = cursor_; rowid < stop; rowid++) {
-      items_.push_back(ramp::ReadItem{ks_.id, keys_[rowid - cursor_], {}});
+      rows_.push_back(ramp::RowRequest{ks_.id, rowid, {}});
     }
     results_.clear();
-    session.Check(session.reader().GetAll(items_, &results_), "scanning a ramp table");
-    for (size_t i = 0; i < results_.size() && i < items_.size(); i++) {
-      ramp::ReadResult& r = results_[i];
+    session.Check(session.reads().ReadRows(rows_, ramp::RowReads::kSnapshot, &results_),
+                  "scanning a ramp table");
+    for (size_t i = 0; i < results_.size() && i < rows_.size(); i++) {
+      ramp::RowResult& r = results_[i];
       const uint64_t rowid = cursor_ + i;
       if (r.found) {
-        session.RememberVersion(ks_.id, rowid, r.ts);
         out->push_back(RowVersion{rowid, r.ts, true, std::move(r.value)});
       } else if (include_deleted_ && !r.ts.zero()) {
         out->push_back(RowVersion{rowid, r.ts, false, {}});
@@ -67,14 +67,13 @@ class ProbeRowSource : public RowSource {
   }
 
  private:
-  KeyspaceRef ks_;
+  ramp::KeyspaceRef ks_;
   std::unique_ptr<BlockRanges> ranges_;
   bool include_deleted_;
   uint64_t cursor_ = 0;
   uint64_t end_ = 0;
-  std::vector<std::string> keys_;
-  std::vector<ramp::ReadItem> items_;
-  std::vector<ramp::ReadResult> results_;
+  std::vector<ramp::RowRequest> rows_;
+  std::vector<ramp::RowResult> results_;
 };
 
 }  // namespace
@@ -83,7 +82,7 @@ std::unique_ptr<BlockRanges> SerialBlockRanges(uint64_t first, uint64_t end, uin
   return std::make_unique<SerialRanges>(first, end, chunk);
 }
 
-std::unique_ptr<RowSource> MakeProbeRowSource(const KeyspaceRef& ks,
+std::unique_ptr<RowSource> MakeProbeRowSource(const ramp::KeyspaceRef& ks,
                                               std::unique_ptr<BlockRanges> ranges,
                                               bool include_deleted) {
   return std::make_unique<ProbeRowSource>(ks, std::move(ranges), include_deleted);

@@ -12,7 +12,7 @@
 
 #include "ramp/types.h"
 
-#include "xact/write_buffer.hpp"
+#include "ramp/write_batch.h"
 
 namespace pgramp::tam {
 
@@ -43,11 +43,11 @@ class RowSource {
   virtual bool NextBatch(std::vector<RowVersion>* out) = 0;
 };
 
-// Phase 1, built on client.h alone: every row id of each block range is read with GetAll
+// Phase 1: every row id of each block range is read with ramp::ReadSession::ReadRows
 // (kProbeKeysPerRequest keys per request). Correct for any table, efficient for dense row
 // ids; sparse tables (many deletions) pay for the holes. Latest committed versions; own
-// buffered writes are overlaid by the caller. Remembers each version read (Session).
-std::unique_ptr<RowSource> MakeProbeRowSource(const KeyspaceRef& ks,
+// buffered writes are overlaid by the caller. Remembers each version read (ReadSession).
+std::unique_ptr<RowSource> MakeProbeRowSource(const ramp::KeyspaceRef& ks,
                                               std::unique_ptr<BlockRanges> ranges,
                                               bool include_deleted);
 
@@ -58,6 +58,6 @@ inline constexpr size_t kProbeKeysPerRequest = 8192;
 // batch sorted by row id (batches are not in order with each other); does not remember
 // the versions read (writes re-read them). Pays for live rows, not for the holes of a row-id range,
 // but opens its own connections and buffers: the probe source stays cheaper for small tables.
-std::unique_ptr<RowSource> MakeScannerRowSource(const KeyspaceRef& ks);
+std::unique_ptr<RowSource> MakeScannerRowSource(const ramp::KeyspaceRef& ks);
 
 }  // namespace pgramp::tam

@@ -10,6 +10,7 @@
 
 #include "rows/keys.hpp"
 #include "sql/guc.hpp"
+#include "xact/row_ids.hpp"
 #include "xact/session.hpp"
 #include "xact/xact.hpp"
 
@@ -54,8 +55,8 @@ uint64_t BlocksBelow(uint64_t high_water) {
 // C++ state of one scan.
 struct TableScan {
   Relation rel;
-  KeyspaceRef ks;
-  Visibility vis;
+  ramp::KeyspaceRef ks;
+  ramp::Visibility vis;
   ParallelScan* parallel = nullptr;
 
   // sequential / parallel
@@ -89,7 +90,7 @@ struct TableScan {
 
   uint64_t Blocks() {
     if (!nblocks_known) {
-      nblocks = ks.fresh ? 0 : BlocksBelow(Session::Get().HighWater(ks));
+      nblocks = ks.fresh ? 0 : BlocksBelow(HighWater(ks));
       nblocks_known = true;
     }
     return nblocks;
@@ -118,7 +119,7 @@ struct TableScan {
       if (pos < batch.size()) {
         const RowVersion& row = batch[pos++];
         if (x != nullptr) {
-          const BufferedWrite* own = x->writes.Find(ks.id, EntryKey{0, row.rowid});
+          const ramp::BatchEntry* own = x->writes.Find(ks.id, ramp::EntryKey{0, row.rowid});
           if (own != nullptr && vis.SeesDelete(*own)) continue;
           if (own != nullptr && own->in_place && vis.SeesInsert(*own)) {
             *rowid = row.rowid;  // updated in place by this transaction: its value
@@ -142,10 +143,10 @@ struct TableScan {
     // Own inserts: none in parallel scans (workers cannot see the leader's buffer; the
     // planner hook keeps parallel plans away from tables with buffered writes).
     if (overlay_done || x == nullptr || parallel != nullptr) return nullptr;
-    const WriteBuffer::Keyspace* own = x->writes.Of(ks.id);
+    const ramp::WriteBatch::Keyspace* own = x->writes.Of(ks.id);
     const std::string* next = nullptr;
     if (own != nullptr) {
-      own->ForEachInGroup(0, overlay_next, [&](const EntryKey& k, const BufferedWrite& w) {
+      own->ForEachInGroup(0, overlay_next, [&](const ramp::EntryKey& k, const ramp::BatchEntry& w) {
         overlay_next = k.rowid + 1;
         // Rows updated in place come with the remote rows (above), not from the overlay.
         if (w.in_place || !vis.SeesInsert(w) || vis.SeesDelete(w)) return true;
@@ -269,7 +270,7 @@ Size ParallelScanEstimate(Relation rel) {
 Size ParallelScanInitialize(Relation rel, ParallelTableScanDesc pscan) {
   auto* shared = reinterpret_cast<ParallelScan*>(pscan);
   const uint64 nblocks = Boundary([&] {
-    KeyspaceRef ks = RelationKeyspace(rel);
+    ramp::KeyspaceRef ks = RelationKeyspace(rel);
     const XactState* x = XactIfAny();
     if (x != nullptr && x->writes.HasWritesTo(ks.id)) {
       throw SqlError(ERRCODE_FEATURE_NOT_SUPPORTED,
@@ -278,7 +279,7 @@ Size ParallelScanInitialize(Relation rel, ParallelTableScanDesc pscan) {
                      "Parallel workers cannot see the transaction's uncommitted ramp writes.",
                      "SET max_parallel_workers_per_gather = 0 for this transaction.");
     }
-    return ks.fresh ? uint64_t{0} : BlocksBelow(Session::Get().HighWater(ks));
+    return ks.fresh ? uint64_t{0} : BlocksBelow(HighWater(ks));
   });
   shared->base.phs_relid = RelationGetRelid(rel);
   shared->base.phs_syncscan = false;

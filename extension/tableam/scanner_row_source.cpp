@@ -24,7 +24,7 @@ constexpr size_t kRowsPerBatch = 4096;
 
 class ScannerRowSource : public RowSource {
  public:
-  explicit ScannerRowSource(const KeyspaceRef& ks) : ks_(ks) {}
+  explicit ScannerRowSource(const ramp::KeyspaceRef& ks) : ks_(ks) {}
 
   bool NextBatch(std::vector<RowVersion>* out) override {
     out->clear();
@@ -54,14 +54,14 @@ class ScannerRowSource : public RowSource {
   }
 
  private:
-  KeyspaceRef ks_;
+  ramp::KeyspaceRef ks_;
   std::unique_ptr<ramp::Scanner> scanner_;
   bool done_ = false;
 };
 
 }  // namespace
 
-std::unique_ptr<RowSource> MakeScannerRowSource(const KeyspaceRef& ks) {
+std::unique_ptr<RowSource> MakeScannerRowSource(const ramp::KeyspaceRef& ks) {
   return std::make_unique<ScannerRowSource>(ks);
 }
 

@@ -7,11 +7,11 @@
 #include <string_view>
 #include <vector>
 
+#include "ramp/write_batch.h"
 #include "rows/tid.hpp"
 #include "rows/tuple_codec.hpp"
 #include "tableam/row_source.hpp"
 #include "xact/visibility.hpp"
-#include "xact/write_buffer.hpp"
 
 #include "boundary/boundary.hpp"
 #include "boundary/context_owned.hpp"
@@ -31,12 +31,12 @@ struct FetchedRows {
   std::vector<RowVersion> rows;  // visible rows, ascending row id
   size_t dead = 0;               // ids whose latest version is a committed deletion
 };
-// Visible versions of the given rows (one GetAll for those not decided by own writes).
-void FetchRows(const KeyspaceRef& ks, const Visibility& vis, const std::vector<uint64_t>& rowids,
-               FetchedRows* out);
+// Visible versions of the given rows (one ReadRows for those not decided by own writes).
+void FetchRows(const ramp::KeyspaceRef& ks, const ramp::Visibility& vis,
+               const std::vector<uint64_t>& rowids, FetchedRows* out);
 // One row; *dead (optional) tells that the latest committed version is a deletion.
-bool FetchRow(const KeyspaceRef& ks, const Visibility& vis, uint64_t rowid, RowVersion* out,
-              bool* dead);
+bool FetchRow(const ramp::KeyspaceRef& ks, const ramp::Visibility& vis, uint64_t rowid,
+              RowVersion* out, bool* dead);
 
 // ---- writes (modify.cpp) ----
 // A unique check (dirty snapshot) met a live row (found_rowid): committed on the cluster
@@ -44,14 +44,15 @@ bool FetchRow(const KeyspaceRef& ks, const Visibility& vis, uint64_t rowid, RowV
 // together: a concurrent UPDATE that moved a row may be committed at one partition and not yet
 // at the other, so one statement can see both the old and the new version of a row (and
 // update both: its own new row then collides with the second update's). So the rows this
-// command deleted or updated away are read again in one GetAll, with the found row if remote:
+// command deleted or updated away are read again in one ReadRows, with the found row if remote:
 //  - one of them changed since this transaction read it: the "duplicate" is a concurrent
 //    version of that very row, and this commit would fail with a conflict anyway, so that
 //    conflict (40001, retryable) is raised now instead of a unique violation (23505);
 //  - the found remote row reads as deleted in that read: returns false (it was the old
 //    version of a row updated concurrently; no duplicate).
 // Returns true when the row is live. Heap gets there by waiting on row locks instead.
-bool CheckCommandDeletesCurrent(const KeyspaceRef& found_ks, uint64_t found_rowid, bool remote);
+bool CheckCommandDeletesCurrent(const ramp::KeyspaceRef& found_ks, uint64_t found_rowid,
+                                bool remote);
 // Inserts the slots' rows (fresh row ids), sets their TIDs.
 void InsertSlots(Relation rel, TupleTableSlot** slots, int nslots, CommandId cid);
 

@@ -3,8 +3,8 @@
 
 namespace pgramp {
 
-Visibility VisibilityOf(Snapshot snapshot) {
-  if (snapshot == nullptr) return Visibility{};
+ramp::Visibility VisibilityOf(Snapshot snapshot) {
+  if (snapshot == nullptr) return ramp::Visibility{};
   if (snapshot->snapshot_type == SNAPSHOT_DIRTY) {
     // A dirty snapshot reports the in-progress transaction a caller must wait for in
     // xmin/xmax (heap's visibility routine resets them on every check). Ramp rows are never
@@ -16,12 +16,12 @@ Visibility VisibilityOf(Snapshot snapshot) {
   }
   switch (snapshot->snapshot_type) {
     case SNAPSHOT_MVCC:
-      return Visibility{snapshot->curcid, false};
+      return ramp::Visibility{snapshot->curcid, false};
     case SNAPSHOT_ANY:
-      return Visibility{kAllCommands, true};
+      return ramp::Visibility{ramp::kAllCommands, true};
     default:
       // Self, dirty, non-vacuumable: every own write so far.
-      return Visibility{kAllCommands, false};
+      return ramp::Visibility{ramp::kAllCommands, false};
   }
 }
 

@@ -2,12 +2,12 @@
 // the latest committed, read-atomic versions). Both access methods read through it.
 #pragma once
 
-#include "xact/write_buffer.hpp"
+#include "ramp/write_batch.h"
 
 #include "boundary/pg.hpp"
 
 namespace pgramp {
 
-Visibility VisibilityOf(Snapshot snapshot);
+ramp::Visibility VisibilityOf(Snapshot snapshot);
 
 }  // namespace pgramp

@@ -31,34 +31,19 @@ void ReconcileCatalog(XactState& x) {
   x.catalog_changed = false;
 }
 
-// Sends the buffered writes as one RAMP transaction (PREPARE everywhere, then COMMIT).
-void CommitWrites(WriteBuffer& writes) {
+// Sends the buffered writes as one RAMP transaction (PREPARE everywhere, then COMMIT): the
+// batch goes to the client as it is (Client::Write encodes the keys and defines the
+// keyspaces; the values are not copied again).
+void CommitWrites(ramp::WriteBatch& writes) {
   Session& session = Session::Get();
-  for (const auto& [id, ks] : writes.keyspaces()) session.Define(ks.ref());
-  std::unique_ptr<ramp::Transaction> txn = session.client().Begin();
-  std::string key;
-  for (const auto& [id, ks] : writes.keyspaces()) {
-    const bool grouped = ks.ref().grouped;
-    for (const auto& [k, w] : ks.entries()) {
-      if (w.deleted && !w.remote) continue;  // inserted and deleted here: never sent
-      if (!w.deleted && !w.inserted) continue;
-      key = grouped ? ramp::EncodeGroupKey(HashGroup(k.group), RowKey(k.rowid)) : RowKey(k.rowid);
-      const ramp::Timestamp* expected = w.has_expected ? &w.expected : nullptr;
-      if (w.deleted) {
-        session.Check(txn->Delete(id, key, expected), "preparing the commit");
-      } else {
-        session.Check(txn->Put(id, key, w.value, expected), "preparing the commit");
-      }
-    }
-  }
-  // Statement snapshots are wall-clock milliseconds (Session::CurrentStatementTag). This
+  // Statement snapshots are wall-clock milliseconds (Session::StatementSnapshot). This
   // commit must be invisible to every statement that started before its writes (its index
   // entries) existed, and visible to every statement that starts after it is acknowledged:
   // its timestamp goes to the next millisecond, and the acknowledgement waits for the clock
   // to reach that millisecond (at most ~1 ms).
   session.client().AdvanceClock(((ramp::HybridClock::PhysicalNow() >> 16) + 1) << 16);
   ramp::Timestamp committed;
-  session.Check(txn->Commit(&committed), "committing to the ramp cluster");
+  session.Check(session.client().Write(writes, &committed), "committing to the ramp cluster");
   session.NoteOwnCommit(committed);
   const uint64_t committed_ms = committed.time >> 16;
   for (int spins = 0; (ramp::HybridClock::PhysicalNow() >> 16) < committed_ms && spins < 100;

@@ -11,7 +11,7 @@
 
 #include "ramp/types.h"
 
-#include "xact/write_buffer.hpp"
+#include "ramp/write_batch.h"
 
 namespace pgramp {
 
@@ -19,17 +19,17 @@ namespace pgramp {
 using StorageId = std::pair<uint32_t, uint32_t>;
 
 struct XactState {
-  WriteBuffer writes;
+  ramp::WriteBatch writes;
   // Storage created by this transaction (CREATE, TRUNCATE, rewrite, REINDEX) → its keyspace.
   // Such keyspaces hold nothing on the cluster before this transaction commits.
-  std::map<StorageId, KeyspaceRef> created;
+  std::map<StorageId, ramp::KeyspaceRef> created;
   // Keyspaces whose relation storage went away in this transaction: dropped on the cluster
   // after commit (best effort; ramp.collect_garbage() retries).
   std::vector<ramp::KeyspaceId> drop_after_commit;
   // Keyspaces created by this transaction that already hold committed data (index builds
   // write their entries directly), with the subtransaction that wrote them: removed from the
   // cluster if the transaction aborts, or after commit if that subtransaction rolled back.
-  std::vector<std::pair<ramp::KeyspaceId, SubXactIdT>> drop_after_abort;
+  std::vector<std::pair<ramp::KeyspaceId, ramp::SubTxnId>> drop_after_abort;
   // Such keyspaces of rolled-back subtransactions: removed when the transaction ends.
   std::vector<ramp::KeyspaceId> drop_at_end;
   // Relation storage was created or dropped: ramp.keyspaces is reconciled with pg_class at
@@ -41,11 +41,11 @@ struct XactState {
   // transaction read: a unique check that meets a live row re-reads them (see
   // tam::CheckCommandDeletesCurrent). Bounded; only the latest command's rows are kept.
   struct CommandDelete {
-    KeyspaceRef ks;
+    ramp::KeyspaceRef ks;
     uint64_t rowid = 0;
     ramp::Timestamp expected;
   };
-  CommandIdT command_deletes_cid = 0;
+  ramp::CommandId command_deletes_cid = 0;
   std::vector<CommandDelete> command_deletes;
 
   bool IsFresh(ramp::KeyspaceId ks) const;

@@ -21,9 +21,11 @@
 #include <string_view>
 #include <vector>
 
+#include "ramp/keys.h"
 #include "ramp/status.h"
 #include "ramp/transport/endpoint.h"
 #include "ramp/types.h"
+#include "ramp/write_batch.h"
 
 namespace ramp {
 
@@ -69,13 +71,6 @@ struct ReadItem {
   Timestamp required;
 };
 
-// Grouped keys (secondary indexes): key = EncodeGroupKey(group, suffix). The partition of a
-// grouped key is chosen by its group alone, so every entry of one indexed value lives in one
-// partition and GetGroup reads them with one request.
-std::string EncodeGroupKey(std::string_view group, std::string_view suffix);
-// Splits a grouped key; false when the bytes are not one.
-bool DecodeGroupKey(std::string_view key, std::string_view* group, std::string_view* suffix);
-
 struct GroupEntry {
   std::string suffix;
   Timestamp ts;
@@ -112,6 +107,7 @@ struct ClientStats {
 };
 
 class Client;
+class ReadSession;  // ramp/read_session.h
 
 // ---- partition scans ----------------------------------------------------------------------
 // A scan of a whole keyspace through remote page I/O (ramp/page_reader.h): the pages of
@@ -164,8 +160,10 @@ class Scanner {
   std::unique_ptr<State> state_;
 };
 
-// A transaction. Writes are buffered and sent as one RAMP PUT at Commit; reads overlay the
-// buffered writes (read-your-writes). A Transaction must not outlive its Client.
+// A transaction over keys of the caller's layout (benchmarks, tools, tests). Writes are
+// buffered in a WriteBatch and sent as one RAMP PUT at Commit; reads overlay the buffered
+// writes (read-your-writes). A Transaction must not outlive its Client. (A SQL engine uses a
+// ReadSession for its reads and a WriteBatch + Client::Write for its writes instead.)
 class Transaction {
  public:
   ~Transaction();
@@ -246,6 +244,16 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   std::unique_ptr<Transaction> Begin();
+
+  // Commits a batch as one RAMP PUT (PREPARE everywhere, then COMMIT everywhere), sending
+  // its values from the batch (no copy). On error nothing of it becomes visible. Defines
+  // the keyspaces of its rows (KeyspaceRef). TooLarge when it holds more than
+  // max_batch_items writes. The batch is unchanged (Clear it to reuse it).
+  Status Write(const WriteBatch& batch, Timestamp* commit_ts = nullptr);
+  // The limits a WriteBatch for this client checks (ClientOptions::max_*_bytes).
+  WriteLimits write_limits() const;
+  // A read session (ramp/read_session.h); it must not outlive the Client.
+  std::unique_ptr<ReadSession> NewReadSession();
 
   // Buckets of a keyspace (default kDefaultBuckets) and whether its keys are grouped
   // (EncodeGroupKey; secondary indexes). Every client must agree.

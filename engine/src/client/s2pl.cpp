@@ -12,7 +12,7 @@ namespace {
 using protocol::Op;
 
 // Sends one LOCK-style request per node and waits for all.
-Status LockRound(Client::Impl& c, Transaction::State& t, Op op,
+Status LockRound(Client::Impl& c, S2plLocks& t, Op op,
                  const std::map<uint32_t, std::vector<protocol::LockItem>>& by_node,
                  std::map<uint32_t, PendingCall>* replies) {
   std::vector<uint64_t> ids;
@@ -48,7 +48,7 @@ Status LockRound(Client::Impl& c, Transaction::State& t, Op op,
 
 }  // namespace
 
-void S2plRelease(Client::Impl& c, Transaction::State& t) {
+void S2plRelease(Client::Impl& c, S2plLocks& t) {
   if (t.locked_nodes.empty()) return;
   protocol::LockRequest req{t.txn_number, {}};
   std::string body;
@@ -67,7 +67,7 @@ void S2plRelease(Client::Impl& c, Transaction::State& t) {
   t.locked_nodes.clear();
 }
 
-Status S2plRead(Client::Impl& c, Transaction::State& t, std::vector<ReadSlot>& slots) {
+Status S2plRead(Client::Impl& c, S2plLocks& t, std::vector<ReadSlot>& slots) {
   c.stats.reads++;
   std::vector<PartitionId> parts;
   for (const auto& s : slots) parts.push_back(s.part);
@@ -95,29 +95,29 @@ Status S2plRead(Client::Impl& c, Transaction::State& t, std::vector<ReadSlot>& s
       const auto& r = gr.results[j];
       s.have = true;
       s.ts = r.ts;
-      s.tombstone = r.status != protocol::ItemStatus::kOk ||
-                    (r.flags & record::kRecordTombstone) != 0;
+      s.tombstone =
+          r.status != protocol::ItemStatus::kOk || (r.flags & record::kRecordTombstone) != 0;
       s.value.assign(r.status == protocol::ItemStatus::kOk ? r.value : std::string_view());
     }
   }
   return Status::OK();
 }
 
-Status S2plCommit(Client::Impl& c, Transaction::State& t) {
-  if (t.writes.empty()) {
+Status S2plCommit(Client::Impl& c, S2plLocks& t, std::span<const WriteItem> writes) {
+  if (writes.empty()) {
     S2plRelease(c, t);
     c.stats.transactions_committed++;
     return Status::OK();
   }
   std::vector<PartitionId> parts;
-  for (const auto& w : t.writes) parts.push_back(c.PartitionOf(w.keyspace, w.key));
+  for (const auto& w : writes) parts.push_back(c.PartitionOf(w.keyspace, w.key));
   Status st = c.ResolveOwners(parts);
   std::map<uint32_t, std::vector<protocol::LockItem>> by_node;
-  for (size_t i = 0; st.ok() && i < t.writes.size(); i++) {
-    const BufferedWrite& w = t.writes[i];
-    by_node[c.OwnerOf(parts[i])].push_back(protocol::LockItem{
-        parts[i], w.key, protocol::kLockExclusive, w.value,
-        static_cast<uint8_t>(w.tombstone ? protocol::kPutTombstone : 0)});
+  for (size_t i = 0; st.ok() && i < writes.size(); i++) {
+    const WriteItem& w = writes[i];
+    by_node[c.OwnerOf(parts[i])].push_back(
+        protocol::LockItem{parts[i], w.key, protocol::kLockExclusive, w.value,
+                           static_cast<uint8_t>(w.tombstone ? protocol::kPutTombstone : 0)});
   }
   std::map<uint32_t, PendingCall> replies;
   if (st.ok()) st = LockRound(c, t, Op::kLock, by_node, &replies);

@@ -1,5 +1,6 @@
-// Transaction: the write buffer, read-your-writes overlay, and the dispatch to RAMP-Fast or
-// the strict 2PL baseline.
+// Transaction: a WriteBatch with read-your-writes reads over it, for clients that manage
+// their own keys (benchmarks, tools, tests). The PostgreSQL extension uses ReadSession and
+// WriteBatch + Client::Write instead.
 #include <algorithm>
 #include <unordered_map>
 
@@ -8,7 +9,8 @@
 namespace ramp {
 
 Transaction::Transaction(Client* client) : client_(client), state_(std::make_unique<State>()) {
-  state_->txn_number = client->impl()->next_txn++;
+  state_->locks.txn_number = client->impl()->next_txn++;
+  state_->writes.set_limits(client->write_limits());
 }
 
 Transaction::~Transaction() {
@@ -24,15 +26,11 @@ size_t Transaction::buffered_writes() const {
 }
 
 namespace {
-Status CheckSizes(const ClientOptions& o, std::string_view key, std::string_view value) {
+// Reads check keys only: values are checked where they are written (WriteBatch).
+Status CheckKey(const ClientOptions& o, std::string_view key) {
   if (key.size() > o.max_key_bytes) {
     return Status::TooLarge("key of " + std::to_string(key.size()) +
                             " bytes exceeds the limit of " + std::to_string(o.max_key_bytes) +
-                            " bytes");
-  }
-  if (value.size() > o.max_value_bytes) {
-    return Status::TooLarge("value of " + std::to_string(value.size()) +
-                            " bytes exceeds the limit of " + std::to_string(o.max_value_bytes) +
                             " bytes");
   }
   return Status::OK();
@@ -52,9 +50,9 @@ Status Transaction::GetAll(std::span<const ReadItem> items, std::vector<ReadResu
   slots.reserve(items.size());
   for (size_t i = 0; i < items.size(); i++) {
     const ReadItem& it = items[i];
-    RAMP_RETURN_IF_ERROR(CheckSizes(c.options, it.key, {}));
+    RAMP_RETURN_IF_ERROR(CheckKey(c.options, it.key));
     // Read-your-writes: a buffered write answers without asking the servers.
-    if (const BufferedWrite* w = state_->Find(it.keyspace, it.key)) {
+    if (const KeyWrite* w = state_->writes.FindKey(it.keyspace, it.key)) {
       (*out)[i].found = !w->tombstone;
       (*out)[i].value = w->value;
       continue;
@@ -68,9 +66,7 @@ Status Transaction::GetAll(std::span<const ReadItem> items, std::vector<ReadResu
     slots.push_back(std::move(s));
   }
   if (slots.empty()) return Status::OK();
-  Status st = c.options.protocol == Protocol::kS2pl ? S2plRead(c, *state_, slots)
-                                                    : RampRead(c, slots, state_->read_snapshot);
-  RAMP_RETURN_IF_ERROR(st);
+  RAMP_RETURN_IF_ERROR(ReadSlots(c, state_->locks, slots, state_->read_snapshot));
   for (auto& s : slots) {
     ReadResult& r = (*out)[s.out];
     r.ts = s.ts;
@@ -111,41 +107,12 @@ Status Transaction::GetGroup(KeyspaceId keyspace, std::string_view group,
   Client::Impl& c = *client_->impl();
   out->clear();
   if (state_->finished) return Status::InvalidArgument("transaction already finished");
-  PartitionId part{keyspace, BucketOf(group, client_->BucketsOf(keyspace))};
-  protocol::GetGroupRequest req{part, group};
-  std::string body;
-  protocol::Encode(req, &body);
-  protocol::GetGroupReply gr;
-  PendingCall reply;
-  for (int attempt = 0;; attempt++) {
-    const PartitionId parts[1] = {part};
-    RAMP_RETURN_IF_ERROR(c.ResolveOwners(parts));
-    RAMP_RETURN_IF_ERROR(
-        c.CallAndWait(c.OwnerOf(part), c.ReadChannel(), protocol::Op::kGetGroup, 0, body, &reply));
-    RAMP_RETURN_IF_ERROR(protocol::Decode(reply.body(), reply.header.count, &gr));
-    if (gr.status != protocol::ItemStatus::kMoved) break;
-    c.NoteMoved(part, gr.owner, gr.epoch);
-    if (attempt >= 3) return Status::Unavailable("partition " + part.ToString() + " kept moving");
-  }
+  RAMP_RETURN_IF_ERROR(ReadGroup(c, keyspace, group, out));
   std::unordered_map<std::string, size_t> by_suffix;
-  record::Metadata md;
-  for (const auto& e : gr.entries) {
-    std::string_view g, suffix;
-    if (!DecodeGroupKey(e.key, &g, &suffix) || g != group) continue;
-    GroupEntry ge;
-    ge.suffix.assign(suffix);
-    ge.ts = e.ts;
-    ge.value.assign(e.value);
-    if (!e.metadata.empty() && record::DecodeMetadata(e.metadata, &md).ok() &&
-        md.mode == record::Metadata::Mode::kKeys) {
-      for (const auto& sib : md.keys) ge.siblings.emplace_back(sib.key, sib.keyspace);
-    }
-    by_suffix[ge.suffix] = out->size();
-    out->push_back(std::move(ge));
-  }
+  for (size_t i = 0; i < out->size(); i++) by_suffix[(*out)[i].suffix] = i;
   // Overlay this transaction's buffered writes to the group.
   std::vector<bool> deleted(out->size(), false);
-  for (const auto& w : state_->writes) {
+  for (const KeyWrite& w : state_->writes.key_writes()) {
     if (w.keyspace != keyspace) continue;
     std::string_view g, suffix;
     if (!DecodeGroupKey(w.key, &g, &suffix) || g != group) continue;
@@ -177,79 +144,32 @@ Status Transaction::GetGroup(KeyspaceId keyspace, std::string_view group,
   return Status::OK();
 }
 
-namespace {
-void Buffer(Transaction::State& t, BufferedWrite w) {
-  std::string k = AddressKey(w.keyspace, w.key);
-  auto it = t.index.find(k);
-  if (it != t.index.end()) {
-    BufferedWrite& old = t.writes[it->second];
-    // The first expected version of a key is the one the transaction read from the servers.
-    if (old.has_expected && !w.has_expected) {
-      w.has_expected = true;
-      w.expected = old.expected;
-    }
-    old = std::move(w);
-    return;
-  }
-  t.index.emplace(std::move(k), t.writes.size());
-  t.writes.push_back(std::move(w));
-}
-}  // namespace
-
 Status Transaction::Put(KeyspaceId keyspace, std::string_view key, std::string_view value,
                         const Timestamp* expected) {
   if (state_->finished) return Status::InvalidArgument("transaction already finished");
-  RAMP_RETURN_IF_ERROR(CheckSizes(client_->options(), key, value));
-  BufferedWrite w;
-  w.keyspace = keyspace;
-  w.key.assign(key);
-  w.value.assign(value);
-  if (expected) {
-    w.has_expected = true;
-    w.expected = *expected;
-  }
-  Buffer(*state_, std::move(w));
-  return Status::OK();
+  return state_->writes.PutKey(keyspace, key, value, expected);
 }
 
 Status Transaction::Delete(KeyspaceId keyspace, std::string_view key, const Timestamp* expected) {
   if (state_->finished) return Status::InvalidArgument("transaction already finished");
-  RAMP_RETURN_IF_ERROR(CheckSizes(client_->options(), key, {}));
-  BufferedWrite w;
-  w.keyspace = keyspace;
-  w.key.assign(key);
-  w.tombstone = true;
-  if (expected) {
-    w.has_expected = true;
-    w.expected = *expected;
-  }
-  Buffer(*state_, std::move(w));
-  return Status::OK();
+  return state_->writes.DeleteKey(keyspace, key, expected);
 }
 
 Status Transaction::Commit(Timestamp* commit_ts) {
   if (state_->finished) return Status::InvalidArgument("transaction already finished");
   Client::Impl& c = *client_->impl();
-  if (const size_t writes = state_->writes.size(); writes > c.options.max_batch_items) {
-    Abort();  // clears the writes: the message counts them before
-    return Status::TooLarge("transaction of " + std::to_string(writes) +
-                            " writes exceeds the batch limit of " +
-                            std::to_string(c.options.max_batch_items));
-  }
-  Status st = c.options.protocol == Protocol::kS2pl ? S2plCommit(c, *state_)
-                                                    : RampCommit(c, state_->writes, commit_ts);
+  Status st = CommitBatch(c, state_->writes, state_->locks, commit_ts);
   state_->finished = true;
-  state_->writes.clear();
-  state_->index.clear();
+  state_->writes.Clear();
+  if (c.options.protocol == Protocol::kS2pl) S2plRelease(c, state_->locks);
   return st;
 }
 
 void Transaction::Abort() {
   if (state_->finished) return;
   state_->finished = true;
-  state_->writes.clear();
-  state_->index.clear();
-  if (client_->options().protocol == Protocol::kS2pl) S2plRelease(*client_->impl(), *state_);
+  state_->writes.Clear();
+  if (client_->options().protocol == Protocol::kS2pl) S2plRelease(*client_->impl(), state_->locks);
 }
 
 }  // namespace ramp

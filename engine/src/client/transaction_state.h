@@ -1,40 +1,44 @@
-// Internals of a Transaction: the write buffer and the bookkeeping of one RAMP read.
+// Internals shared by Transaction, ReadSession and Client::Write: the bookkeeping of one
+// RAMP read and the items of one RAMP PUT.
 #pragma once
 
 #include <cstdint>
 #include <set>
+#include <span>
 #include <string>
-#include <unordered_map>
+#include <string_view>
 #include <vector>
 
 #include "client/client_impl.h"
 #include "common/record.h"
 #include "ramp/client.h"
+#include "ramp/write_batch.h"
 
 namespace ramp {
 
-struct BufferedWrite {
-  KeyspaceId keyspace = 0;
-  std::string key;
-  std::string value;
-  bool tombstone = false;
-  bool has_expected = false;
-  Timestamp expected;
+// Strict 2PL: the lock owner of a transaction and the nodes holding its locks.
+struct S2plLocks {
+  uint64_t txn_number = 0;
+  std::set<uint32_t> locked_nodes;
 };
 
 struct Transaction::State {
-  std::vector<BufferedWrite> writes;
-  std::unordered_map<std::string, size_t> index;  // AddressKey → writes[i]
-  uint64_t txn_number = 0;                        // strict 2PL lock owner
-  std::set<uint32_t> locked_nodes;                // strict 2PL: nodes holding our locks
+  WriteBatch writes;
+  S2plLocks locks;
   bool finished = false;
   bool return_metadata = false;  // GetAll fills ReadResult::metadata
   Timestamp read_snapshot;       // zero: latest committed
+};
 
-  const BufferedWrite* Find(KeyspaceId keyspace, std::string_view key) const {
-    auto it = index.find(AddressKey(keyspace, key));
-    return it == index.end() ? nullptr : &writes[it->second];
-  }
+// One item of a RAMP PUT: views into the WriteBatch (values are not copied again).
+struct WriteItem {
+  KeyspaceId keyspace = 0;
+  std::string_view key;
+  std::string_view value;
+  bool tombstone = false;
+  bool grouped = false;
+  bool has_expected = false;
+  Timestamp expected;
 };
 
 // One key of a RAMP read in progress.
@@ -63,9 +67,20 @@ struct ReadSlot {
 // snapshot: zero reads the latest committed versions; otherwise round 1 reads the newest
 // committed version at or before it (round 2 still repairs from metadata).
 Status RampRead(Client::Impl& c, std::vector<ReadSlot>& slots, const Timestamp& snapshot = {});
-Status RampCommit(Client::Impl& c, std::vector<BufferedWrite>& writes, Timestamp* commit_ts);
-Status S2plRead(Client::Impl& c, Transaction::State& t, std::vector<ReadSlot>& slots);
-Status S2plCommit(Client::Impl& c, Transaction::State& t);
-void S2plRelease(Client::Impl& c, Transaction::State& t);
+Status RampCommit(Client::Impl& c, std::span<const WriteItem> writes, Timestamp* commit_ts);
+Status S2plRead(Client::Impl& c, S2plLocks& t, std::vector<ReadSlot>& slots);
+Status S2plCommit(Client::Impl& c, S2plLocks& t, std::span<const WriteItem> writes);
+void S2plRelease(Client::Impl& c, S2plLocks& t);
+
+// A read of slots by the client's protocol (RAMP-Fast at `snapshot`, or strict 2PL).
+Status ReadSlots(Client::Impl& c, S2plLocks& locks, std::vector<ReadSlot>& slots,
+                 const Timestamp& snapshot);
+// Every live entry of a group as the servers have it (no buffered writes).
+Status ReadGroup(Client::Impl& c, KeyspaceId keyspace, std::string_view group,
+                 std::vector<GroupEntry>* out);
+// Sends a batch as one PUT (commit.cpp): defines its row keyspaces, checks the batch limit,
+// encodes row keys and commits by the client's protocol. The batch is left as it was.
+Status CommitBatch(Client::Impl& c, const WriteBatch& batch, S2plLocks& locks,
+                   Timestamp* commit_ts);
 
 }  // namespace ramp

@@ -24,8 +24,7 @@ struct TxnMetadata {
   std::string partitions_encoded;  // kPartitions: shared by every item
 };
 
-TxnMetadata PlanMetadata(const std::vector<BufferedWrite>& writes,
-                         const std::vector<PartitionId>& parts) {
+TxnMetadata PlanMetadata(std::span<const WriteItem> writes, const std::vector<PartitionId>& parts) {
   TxnMetadata m;
   if (writes.size() <= 1) return m;
   size_t bytes = 0;
@@ -34,7 +33,8 @@ TxnMetadata PlanMetadata(const std::vector<BufferedWrite>& writes,
     m.mode = record::Metadata::Mode::kKeys;
     m.keys.reserve(writes.size());
     for (size_t i = 0; i < writes.size(); i++) {
-      m.keys.push_back(record::Sibling{writes[i].keyspace, parts[i].bucket, writes[i].key});
+      m.keys.push_back(
+          record::Sibling{writes[i].keyspace, parts[i].bucket, std::string(writes[i].key)});
     }
     return m;
   }
@@ -112,10 +112,11 @@ Status DecideStaggered(Client::Impl& c, const Timestamp& ts,
 
 }  // namespace
 
-Status RampCommit(Client::Impl& c, std::vector<BufferedWrite>& writes, Timestamp* commit_ts) {
+Status RampCommit(Client::Impl& c, std::span<const WriteItem> writes, Timestamp* commit_ts) {
   if (writes.empty()) return Status::OK();
   std::vector<PartitionId> parts(writes.size());
-  for (size_t i = 0; i < writes.size(); i++) parts[i] = c.PartitionOf(writes[i].keyspace, writes[i].key);
+  for (size_t i = 0; i < writes.size(); i++)
+    parts[i] = c.PartitionOf(writes[i].keyspace, writes[i].key);
   const TxnMetadata meta = PlanMetadata(writes, parts);
   std::vector<std::string> metadata(writes.size());
   for (size_t i = 0; i < writes.size(); i++) ItemMetadata(meta, i, &metadata[i]);
@@ -131,7 +132,8 @@ Status RampCommit(Client::Impl& c, std::vector<BufferedWrite>& writes, Timestamp
       std::map<uint32_t, size_t> open_bytes;
       for (size_t i = 0; i < writes.size(); i++) {
         const uint32_t node = c.OwnerOf(parts[i]);
-        const size_t bytes = writes[i].key.size() + writes[i].value.size() + metadata[i].size() + 64;
+        const size_t bytes =
+            writes[i].key.size() + writes[i].value.size() + metadata[i].size() + 64;
         auto it = open.find(node);
         if (it == open.end() || batches[it->second].second.size() >= kMaxItemsPerMessage ||
             open_bytes[node] + bytes > kMaxBytesPerMessage) {
@@ -155,15 +157,14 @@ Status RampCommit(Client::Impl& c, std::vector<BufferedWrite>& writes, Timestamp
       req.items.reserve(items.size());
       auto& node_parts = parts_by_node[node];
       for (size_t i : items) {
-        const BufferedWrite& w = writes[i];
+        const WriteItem& w = writes[i];
         protocol::PrepareItem it;
         it.part = parts[i];
         it.key = w.key;
         it.value = w.value;
         it.flags = static_cast<uint8_t>((w.tombstone ? protocol::kPutTombstone : 0) |
-                                        (w.has_expected ? protocol::kPutHasExpected : 0));
-        auto def = c.keyspaces.find(w.keyspace);
-        if (def != c.keyspaces.end() && def->second.grouped) it.flags |= protocol::kPutGrouped;
+                                        (w.has_expected ? protocol::kPutHasExpected : 0) |
+                                        (w.grouped ? protocol::kPutGrouped : 0));
         it.expected = w.expected;
         it.metadata = metadata[i];
         req.items.push_back(it);

@@ -1,0 +1,243 @@
+// The client API a SQL engine uses (WriteBatch + Client::Write, ReadSession) against real
+// rampd processes.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "ramp/client.h"
+#include "ramp/keys.h"
+#include "ramp/read_session.h"
+#include "ramp/write_batch.h"
+#include "test_cluster.h"
+
+namespace ramp::testing {
+namespace {
+
+using transport::Provider;
+
+class ClientApiTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    TestClusterOptions o;
+    o.nodes = 3;
+    Status st = TestCluster::Start(o, &cluster_);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  static void TearDownTestSuite() { cluster_.reset(); }
+
+  std::unique_ptr<Client> Open() {
+    std::unique_ptr<Client> c;
+    Status st = Client::Open(
+        cluster_->ClientOptionsFor(Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus), &c);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return c;
+  }
+  // A keyspace per test so that tests do not see each other's keys.
+  KeyspaceRef Table() const {
+    return KeyspaceRef{
+        KeyHash(std::string(::testing::UnitTest::GetInstance()->current_test_info()->name())), 8,
+        false, false};
+  }
+  KeyspaceRef Index() const {
+    KeyspaceRef r = Table();
+    r.id ^= 0x1DE5;
+    r.grouped = true;
+    return r;
+  }
+  static std::vector<RowResult> Read(ReadSession& s, const KeyspaceRef& ks,
+                                     std::vector<uint64_t> ids, RowReads how) {
+    std::vector<RowRequest> rows;
+    for (uint64_t id : ids) rows.push_back(RowRequest{ks.id, id, {}});
+    std::vector<RowResult> out;
+    Status st = s.ReadRows(rows, how, &out);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return out;
+  }
+
+  static std::unique_ptr<TestCluster> cluster_;
+};
+std::unique_ptr<TestCluster> ClientApiTest::cluster_;
+
+TEST_F(ClientApiTest, WriteCommitsRowsAndGroupedEntriesAsOneTransaction) {
+  auto c = Open();
+  const KeyspaceRef table = Table(), index = Index();
+  WriteBatch b(c->write_limits());
+  for (uint64_t id = 1; id <= 50; id++) {
+    ASSERT_TRUE(b.Insert(table, EntryKey{0, id}, "row" + std::to_string(id), 1, kTopSubTxn).ok());
+    ASSERT_TRUE(b.Insert(index, EntryKey{id % 2, id}, "", 1, kTopSubTxn).ok());
+  }
+  // Inserted and deleted in the same transaction: never sent.
+  b.Delete(table, EntryKey{0, 50}, 2, kTopSubTxn, false, nullptr);
+  Timestamp ts;
+  Status st = c->Write(b, &ts);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_FALSE(ts.zero());
+  EXPECT_EQ(b.size(), 100u);  // Write leaves the batch as it was
+
+  auto r = c->NewReadSession();
+  r->SetStatement(StatementTag{1, 0}, Timestamp());
+  auto rows = Read(*r, table, {1, 49, 50, 51}, RowReads::kStatement);
+  EXPECT_TRUE(rows[0].found);
+  EXPECT_EQ(rows[0].value, "row1");
+  EXPECT_EQ(rows[0].ts, ts);
+  EXPECT_TRUE(rows[1].found);
+  EXPECT_FALSE(rows[2].found);
+  EXPECT_TRUE(rows[2].ts.zero());  // never written
+  EXPECT_FALSE(rows[3].found);
+  Timestamp remembered;
+  ASSERT_TRUE(r->RecallVersion(table.id, 49, &remembered));
+  EXPECT_EQ(remembered, ts);
+  EXPECT_FALSE(r->RecallVersion(table.id, 50, &remembered));
+
+  // The index keyspace is grouped (the Write defined it): one group, one partition.
+  std::vector<GroupEntry> entries;
+  ASSERT_TRUE(r->GetGroup(index.id, RowKey(1), &entries).ok());
+  EXPECT_EQ(entries.size(), 25u);
+  for (const GroupEntry& e : entries) {
+    uint64_t id = 0;
+    ASSERT_TRUE(DecodeRowKey(e.suffix, &id));
+    EXPECT_EQ(id % 2, 1u);
+    EXPECT_EQ(e.ts, ts);
+  }
+}
+
+TEST_F(ClientApiTest, InPlaceUpdateWithAStaleExpectedVersionConflicts) {
+  auto c = Open();
+  const KeyspaceRef table = Table();
+  WriteBatch b(c->write_limits());
+  ASSERT_TRUE(b.Insert(table, EntryKey{0, 7}, "v1", 1, kTopSubTxn).ok());
+  Timestamp first;
+  ASSERT_TRUE(c->Write(b, &first).ok());
+  b.Clear();
+  ASSERT_TRUE(b.UpdateInPlace(table, EntryKey{0, 7}, "v2", 1, kTopSubTxn, first).ok());
+  Timestamp second;
+  ASSERT_TRUE(c->Write(b, &second).ok());
+  // A second writer that read v1 loses.
+  b.Clear();
+  ASSERT_TRUE(b.UpdateInPlace(table, EntryKey{0, 7}, "v3", 1, kTopSubTxn, first).ok());
+  Status st = c->Write(b);
+  EXPECT_TRUE(st.Is(Status::Code::kConflict)) << st.ToString();
+  // Deleting with the right expected version works and leaves a tombstone.
+  b.Clear();
+  b.Delete(table, EntryKey{0, 7}, 1, kTopSubTxn, true, &second);
+  ASSERT_TRUE(c->Write(b).ok());
+  auto r = c->NewReadSession();
+  auto rows = Read(*r, table, {7}, RowReads::kLatest);
+  EXPECT_FALSE(rows[0].found);
+  EXPECT_FALSE(rows[0].ts.zero());
+}
+
+TEST_F(ClientApiTest, BatchOverTheItemLimitIsRefusedAndWritesNothing) {
+  ClientOptions o =
+      cluster_->ClientOptionsFor(Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus);
+  o.max_batch_items = 10;
+  std::unique_ptr<Client> c;
+  ASSERT_TRUE(Client::Open(o, &c).ok());
+  const KeyspaceRef table = Table();
+  WriteBatch b(c->write_limits());
+  for (uint64_t id = 0; id < 11; id++) {
+    ASSERT_TRUE(b.Insert(table, EntryKey{0, id}, "x", 1, kTopSubTxn).ok());
+  }
+  Status st = c->Write(b);
+  EXPECT_TRUE(st.Is(Status::Code::kTooLarge)) << st.ToString();
+  EXPECT_NE(st.message().find("transaction of 11 writes exceeds the batch limit of 10"),
+            std::string::npos)
+      << st.ToString();
+  auto r = c->NewReadSession();
+  auto rows = Read(*r, table, {0}, RowReads::kLatest);
+  EXPECT_FALSE(rows[0].found);
+}
+
+// A statement reads one snapshot: a commit after it is invisible until the next statement.
+TEST_F(ClientApiTest, AStatementReadsItsSnapshotAndTheNextStatementSeesLaterCommits) {
+  auto reader = Open();
+  auto writer = Open();
+  const KeyspaceRef table = Table();
+  reader->DefineKeyspace(table.id, table.buckets, table.grouped);  // Write defines the writer's
+  WriteBatch b(writer->write_limits());
+  ASSERT_TRUE(b.Insert(table, EntryKey{0, 1}, "old", 1, kTopSubTxn).ok());
+  Timestamp first;
+  ASSERT_TRUE(writer->Write(b, &first).ok());
+  auto probe = reader->Begin();
+  const Timestamp snapshot = probe->SnapshotNow();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  b.Clear();
+  ASSERT_TRUE(b.UpdateInPlace(table, EntryKey{0, 1}, "new", 1, kTopSubTxn, first).ok());
+  ASSERT_TRUE(writer->Write(b).ok());
+
+  auto r = reader->NewReadSession();
+  r->SetStatement(StatementTag{10, 0}, snapshot);
+  EXPECT_EQ(Read(*r, table, {1}, RowReads::kStatement)[0].value, "old");
+  r->SetStatement(StatementTag{10, 0}, Timestamp());  // same statement: same snapshot
+  EXPECT_EQ(Read(*r, table, {1}, RowReads::kSnapshot)[0].value, "old");
+  EXPECT_EQ(Read(*r, table, {1}, RowReads::kLatest)[0].value, "new");
+  ReadResult seq;
+  ASSERT_TRUE(r->Get(table.id, RowKey(1), &seq).ok());
+  EXPECT_EQ(seq.value, "old");
+  r->SetStatement(StatementTag{10, 1}, Timestamp());
+  EXPECT_EQ(Read(*r, table, {1}, RowReads::kStatement)[0].value, "new");
+}
+
+// A row read in one request names its siblings; a sibling read later in the statement is
+// read at least at that version even when the snapshot predates it (RAMP's round 2 across
+// requests), and a sibling read before at an older version makes the statement fail.
+TEST_F(ClientApiTest, StatementBoundsCarryFromRequestToRequest) {
+  auto reader = Open();
+  auto writer = Open();
+  const KeyspaceRef table = Table();
+  reader->DefineKeyspace(table.id, table.buckets, table.grouped);  // Write defines the writer's
+  WriteBatch b(writer->write_limits());
+  for (uint64_t id : {1, 2, 3, 4}) {
+    ASSERT_TRUE(b.Insert(table, EntryKey{0, id}, "old", 1, kTopSubTxn).ok());
+  }
+  ASSERT_TRUE(writer->Write(b).ok());
+  auto probe = reader->Begin();
+  const Timestamp snapshot = probe->SnapshotNow();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  b.Clear();
+  for (uint64_t id : {1, 2, 3, 4}) {
+    ASSERT_TRUE(b.Insert(table, EntryKey{0, id}, "new", 1, kTopSubTxn).ok());
+  }
+  Timestamp second;
+  ASSERT_TRUE(writer->Write(b, &second).ok());
+
+  auto r = reader->NewReadSession();
+  r->SetStatement(StatementTag{20, 0}, snapshot);
+  // Row 2 is read at the new version (as if an index entry written with it led there).
+  std::vector<RowResult> out;
+  const RowRequest two{table.id, 2, second};
+  ASSERT_TRUE(r->ReadRows(std::span<const RowRequest>(&two, 1), RowReads::kStatement, &out).ok());
+  EXPECT_EQ(out[0].value, "new");
+  // Row 1, at the statement's older snapshot, is still read at the version row 2 names.
+  auto rows = Read(*r, table, {1}, RowReads::kStatement);
+  EXPECT_EQ(rows[0].value, "new");
+  EXPECT_EQ(rows[0].ts, second);
+  // Per request only (kSnapshot): the snapshot's version.
+  EXPECT_EQ(Read(*r, table, {3}, RowReads::kSnapshot)[0].value, "old");
+
+  // Another statement reads row 3 at the old version first, then row 4 at the new one.
+  r->SetStatement(StatementTag{20, 1}, snapshot);
+  EXPECT_EQ(Read(*r, table, {3}, RowReads::kStatement)[0].value, "old");
+  const RowRequest four{table.id, 4, second};
+  Status st = r->ReadRows(std::span<const RowRequest>(&four, 1), RowReads::kStatement, &out);
+  EXPECT_TRUE(st.Is(Status::Code::kConflict)) << st.ToString();
+}
+
+TEST_F(ClientApiTest, PrefetchedRowsBelongToTheirStatement) {
+  auto c = Open();
+  auto r = c->NewReadSession();
+  r->SetStatement(StatementTag{30, 0}, Timestamp());
+  r->Prefetch(1, 5, Timestamp{9, 9}, true, "row");
+  const PrefetchedRow* p = r->Prefetched(1, 5);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->value, "row");
+  EXPECT_EQ(r->Prefetched(1, 6), nullptr);
+  r->SetStatement(StatementTag{30, 0}, Timestamp());
+  EXPECT_NE(r->Prefetched(1, 5), nullptr);
+  r->SetStatement(StatementTag{30, 1}, Timestamp());
+  EXPECT_EQ(r->Prefetched(1, 5), nullptr);
+}
+
+}  // namespace
+}  // namespace ramp::testing

@@ -1,0 +1,70 @@
+// Client::Write: a WriteBatch becomes one RAMP PUT (or one strict-2PL commit). The batch's
+// values are sent from where the batch holds them; only row keys are encoded here.
+#include "client/transaction_state.h"
+
+namespace ramp {
+
+Status CommitBatch(Client::Impl& c, const WriteBatch& batch, S2plLocks& locks,
+                   Timestamp* commit_ts) {
+  // The one place that decides grouping for a write: a row keyspace's ref defines it (every
+  // reader of the keyspace defines it the same way); keys of the caller's layout follow the
+  // client's definition (Client::DefineKeyspace).
+  size_t count = batch.key_writes().size();
+  for (const auto& [id, ks] : batch.keyspaces()) {
+    const KeyspaceRef& ref = ks.ref();
+    c.keyspaces[id] = KeyspaceDef{ref.buckets == 0 ? c.default_buckets : ref.buckets, ref.grouped};
+    for (const auto& [key, w] : ks.entries()) count += w.sent() ? 1 : 0;
+  }
+  if (count > c.options.max_batch_items) {
+    return Status::TooLarge("transaction of " + std::to_string(count) +
+                            " writes exceeds the batch limit of " +
+                            std::to_string(c.options.max_batch_items));
+  }
+  std::vector<std::string> row_keys;  // the items' keys point here: never reallocated
+  row_keys.reserve(count - batch.key_writes().size());
+  std::vector<WriteItem> items;
+  items.reserve(count);
+  for (const auto& [id, ks] : batch.keyspaces()) {
+    const bool grouped = ks.ref().grouped;
+    for (const auto& [key, w] : ks.entries()) {
+      if (!w.sent()) continue;
+      row_keys.push_back(grouped ? EncodeGroupKey(RowKey(key.group), RowKey(key.rowid))
+                                 : RowKey(key.rowid));
+      WriteItem& it = items.emplace_back();
+      it.keyspace = id;
+      it.key = row_keys.back();
+      if (!w.deleted) it.value = w.value;
+      it.tombstone = w.deleted;
+      it.grouped = grouped;
+      it.has_expected = w.has_expected;
+      it.expected = w.expected;
+    }
+  }
+  for (const KeyWrite& w : batch.key_writes()) {
+    auto def = c.keyspaces.find(w.keyspace);
+    WriteItem& it = items.emplace_back();
+    it.keyspace = w.keyspace;
+    it.key = w.key;
+    it.value = w.value;
+    it.tombstone = w.tombstone;
+    it.grouped = def != c.keyspaces.end() && def->second.grouped;
+    it.has_expected = w.has_expected;
+    it.expected = w.expected;
+  }
+  if (c.options.protocol == Protocol::kS2pl) return S2plCommit(c, locks, items);
+  return RampCommit(c, items, commit_ts);
+}
+
+WriteLimits Client::write_limits() const {
+  return WriteLimits{impl_->options.max_key_bytes, impl_->options.max_value_bytes};
+}
+
+Status Client::Write(const WriteBatch& batch, Timestamp* commit_ts) {
+  S2plLocks locks;
+  locks.txn_number = impl_->next_txn++;
+  Status st = CommitBatch(*impl_, batch, locks, commit_ts);
+  S2plRelease(*impl_, locks);  // nothing to do unless a strict-2PL commit stopped half-way
+  return st;
+}
+
+}  // namespace ramp

@@ -1,0 +1,293 @@
+// ReadSession (ramp/read_session.h): statement-atomic reads of numbered rows, and the reads
+// every client entry point shares (ReadSlots, ReadGroup).
+#include "ramp/read_session.h"
+
+#include <deque>
+#include <unordered_map>
+
+#include "client/transaction_state.h"
+#include "ramp/hlc.h"
+
+namespace ramp {
+
+Status ReadSlots(Client::Impl& c, S2plLocks& locks, std::vector<ReadSlot>& slots,
+                 const Timestamp& snapshot) {
+  if (slots.empty()) return Status::OK();
+  return c.options.protocol == Protocol::kS2pl ? S2plRead(c, locks, slots)
+                                               : RampRead(c, slots, snapshot);
+}
+
+Status ReadGroup(Client::Impl& c, KeyspaceId keyspace, std::string_view group,
+                 std::vector<GroupEntry>* out) {
+  out->clear();
+  uint32_t buckets = c.default_buckets;
+  if (auto def = c.keyspaces.find(keyspace); def != c.keyspaces.end())
+    buckets = def->second.buckets;
+  const PartitionId part{keyspace, BucketOf(group, buckets)};
+  protocol::GetGroupRequest req{part, group};
+  std::string body;
+  protocol::Encode(req, &body);
+  protocol::GetGroupReply gr;
+  PendingCall reply;
+  for (int attempt = 0;; attempt++) {
+    const PartitionId parts[1] = {part};
+    RAMP_RETURN_IF_ERROR(c.ResolveOwners(parts));
+    RAMP_RETURN_IF_ERROR(
+        c.CallAndWait(c.OwnerOf(part), c.ReadChannel(), protocol::Op::kGetGroup, 0, body, &reply));
+    RAMP_RETURN_IF_ERROR(protocol::Decode(reply.body(), reply.header.count, &gr));
+    if (gr.status != protocol::ItemStatus::kMoved) break;
+    c.NoteMoved(part, gr.owner, gr.epoch);
+    if (attempt >= 3) return Status::Unavailable("partition " + part.ToString() + " kept moving");
+  }
+  record::Metadata md;
+  for (const auto& e : gr.entries) {
+    std::string_view g, suffix;
+    if (!DecodeGroupKey(e.key, &g, &suffix) || g != group) continue;
+    GroupEntry ge;
+    ge.suffix.assign(suffix);
+    ge.ts = e.ts;
+    ge.value.assign(e.value);
+    if (!e.metadata.empty() && record::DecodeMetadata(e.metadata, &md).ok() &&
+        md.mode == record::Metadata::Mode::kKeys) {
+      for (const auto& sib : md.keys) ge.siblings.emplace_back(sib.key, sib.keyspace);
+    }
+    out->push_back(std::move(ge));
+  }
+  return Status::OK();
+}
+
+namespace {
+
+// Rows tracked per statement at most (reads beyond it are read-atomic per request only).
+constexpr size_t kMaxStatementRows = size_t{1} << 20;
+// How long a RAMP commit may take to reach every partition (generously).
+constexpr uint64_t kInFlightCommitMs = 2000;
+constexpr size_t kMaxRememberedVersions = size_t{1} << 18;
+constexpr size_t kMaxPrefetchedBytes = size_t{256} << 20;
+
+struct RowRef {
+  KeyspaceId ks;
+  uint64_t rowid;
+  bool operator==(const RowRef&) const = default;
+};
+struct RowRefHash {
+  size_t operator()(const RowRef& r) const noexcept {
+    return static_cast<size_t>((r.ks * 0x9E3779B97F4A7C15ull) ^ r.rowid);
+  }
+};
+
+}  // namespace
+
+struct ReadSession::State {
+  S2plLocks locks;
+  StatementTag tag;
+  bool have_tag = false;
+  Timestamp snapshot;
+  // Statement bounds (see NoteRead): versions read, lower bounds learned from metadata.
+  std::unordered_map<RowRef, Timestamp, RowRefHash> statement_read;
+  std::unordered_map<RowRef, Timestamp, RowRefHash> statement_need;
+  bool statement_tracking = true;
+  // Remembered versions: FIFO-bounded.
+  std::unordered_map<RowRef, Timestamp, RowRefHash> versions;
+  std::deque<RowRef> versions_order;
+  // Prefetched rows of the current statement.
+  std::unordered_map<RowRef, PrefetchedRow, RowRefHash> prefetched;
+  size_t prefetched_bytes = 0;
+  // Reused buffers.
+  std::vector<std::string> keys;
+  std::vector<ReadSlot> slots;
+
+  Timestamp Required(const RowRef& r) const {
+    if (statement_need.empty()) return Timestamp();
+    auto it = statement_need.find(r);
+    return it == statement_need.end() ? Timestamp() : it->second;
+  }
+  Status NoteRead(const RowRef& row, const Timestamp& ts, std::string_view metadata);
+};
+
+// Every row read is noted with the metadata of its version: a sibling row named there must
+// be read at least at that version later in the statement.
+Status ReadSession::State::NoteRead(const RowRef& row, const Timestamp& ts,
+                                    std::string_view metadata) {
+  if (!statement_tracking) return Status::OK();
+  if (statement_need.size() + statement_read.size() > kMaxStatementRows) {
+    statement_tracking = false;
+    statement_need.clear();
+    statement_read.clear();
+    return Status::OK();
+  }
+  statement_read[row] = ts;
+  // Bulk writes name partitions, not keys: nothing per row to check. Their mode byte says so
+  // without decoding the partition list of every row a scan-sized fetch reads.
+  if (metadata.empty() || ts.zero() ||
+      static_cast<uint8_t>(metadata[0]) != static_cast<uint8_t>(record::Metadata::Mode::kKeys)) {
+    return Status::OK();
+  }
+  record::Metadata md;
+  if (!record::DecodeMetadata(metadata, &md).ok()) return Status::OK();
+  // A commit younger than this may still be on its way to some partitions; older ones
+  // are complete (unless their client died mid-commit), and their deletions may have been
+  // forgotten by the servers' GC (a row then reads as never written: not a fracture).
+  const bool recent = ts.time + (kInFlightCommitMs << 16) > HybridClock::PhysicalNow();
+  for (const auto& sib : md.keys) {
+    uint64_t sib_rowid = 0;
+    if (!DecodeRowKey(sib.key, &sib_rowid)) continue;  // index entries, sequences
+    const RowRef ref{sib.keyspace, sib_rowid};
+    if (ref == row) continue;
+    auto read = statement_read.find(ref);
+    if (read != statement_read.end() && read->second < ts && (!read->second.zero() || recent)) {
+      // Read earlier at an older version (or not at all, while the commit was in flight):
+      // this statement saw the transaction half committed -- e.g. an UPDATE's new row not
+      // yet committed at its partition and then the old row deleted at its own. Going on
+      // could miss both versions of a row: the statement can be retried.
+      return Status::Conflict(
+          "this statement read a row before and another row after the commit of the "
+          "transaction that wrote both (" +
+          ts.ToString() + ")");
+    }
+    auto [need, inserted] = statement_need.emplace(ref, ts);
+    if (!inserted && need->second < ts) need->second = ts;
+  }
+  return Status::OK();
+}
+
+ReadSession::ReadSession(Client* client) : client_(client), state_(std::make_unique<State>()) {
+  state_->locks.txn_number = client->impl()->next_txn++;
+}
+
+ReadSession::~ReadSession() {
+  if (client_->options().protocol == Protocol::kS2pl) S2plRelease(*client_->impl(), state_->locks);
+}
+
+std::unique_ptr<ReadSession> Client::NewReadSession() {
+  return std::unique_ptr<ReadSession>(new ReadSession(this));
+}
+
+void ReadSession::SetStatement(const StatementTag& tag, const Timestamp& snapshot) {
+  State& s = *state_;
+  if (s.have_tag && tag == s.tag) return;
+  s.have_tag = true;
+  s.tag = tag;
+  s.snapshot = snapshot;
+  s.statement_need.clear();
+  s.statement_read.clear();
+  s.statement_tracking = true;
+  s.prefetched.clear();
+  s.prefetched_bytes = 0;
+}
+
+const Timestamp& ReadSession::snapshot() const {
+  return state_->snapshot;
+}
+
+Status ReadSession::ReadRows(std::span<const RowRequest> rows, RowReads how,
+                             std::vector<RowResult>* out) {
+  Client::Impl& c = *client_->impl();
+  State& s = *state_;
+  if (rows.size() > c.options.max_batch_items) {
+    return Status::TooLarge("read of " + std::to_string(rows.size()) +
+                            " items exceeds the batch limit of " +
+                            std::to_string(c.options.max_batch_items));
+  }
+  out->clear();
+  out->resize(rows.size());
+  // The slots point into keys: reserve first, never reallocate.
+  s.keys.clear();
+  s.keys.reserve(rows.size());
+  s.slots.clear();
+  s.slots.reserve(rows.size());
+  for (size_t i = 0; i < rows.size(); i++) {
+    const RowRequest& r = rows[i];
+    s.keys.push_back(RowKey(r.rowid));
+    ReadSlot& slot = s.slots.emplace_back();
+    slot.out = i;
+    slot.keyspace = r.keyspace;
+    slot.key = s.keys.back();
+    slot.part = c.PartitionOf(r.keyspace, slot.key);
+    slot.required = r.required;
+    if (how == RowReads::kStatement) {
+      const Timestamp bound = s.Required(RowRef{r.keyspace, r.rowid});
+      if (slot.required < bound) slot.required = bound;
+    }
+  }
+  RAMP_RETURN_IF_ERROR(
+      ReadSlots(c, s.locks, s.slots, how == RowReads::kLatest ? Timestamp() : s.snapshot));
+  for (ReadSlot& slot : s.slots) {
+    RowResult& r = (*out)[slot.out];
+    const RowRequest& req = rows[slot.out];
+    r.ts = slot.ts;
+    r.found = slot.have && !slot.tombstone && !slot.ts.zero();
+    if (r.found) r.value = std::move(slot.value);
+    if (how == RowReads::kStatement) {
+      RAMP_RETURN_IF_ERROR(s.NoteRead(RowRef{req.keyspace, req.rowid}, r.ts, slot.metadata));
+    }
+    if (how != RowReads::kLatest && r.found) RememberVersion(req.keyspace, req.rowid, r.ts);
+  }
+  return Status::OK();
+}
+
+Status ReadSession::Get(KeyspaceId keyspace, std::string_view key, ReadResult* out, bool latest) {
+  Client::Impl& c = *client_->impl();
+  State& s = *state_;
+  if (key.size() > c.options.max_key_bytes) {
+    return Status::TooLarge("key of " + std::to_string(key.size()) +
+                            " bytes exceeds the limit of " +
+                            std::to_string(c.options.max_key_bytes) + " bytes");
+  }
+  *out = ReadResult();
+  std::vector<ReadSlot> slots(1);
+  slots[0].keyspace = keyspace;
+  slots[0].key = key;
+  slots[0].part = c.PartitionOf(keyspace, key);
+  RAMP_RETURN_IF_ERROR(ReadSlots(c, s.locks, slots, latest ? Timestamp() : s.snapshot));
+  out->ts = slots[0].ts;
+  out->found = slots[0].have && !slots[0].tombstone && !slots[0].ts.zero();
+  if (out->found) out->value = std::move(slots[0].value);
+  return Status::OK();
+}
+
+Status ReadSession::GetGroup(KeyspaceId keyspace, std::string_view group,
+                             std::vector<GroupEntry>* out) {
+  return ReadGroup(*client_->impl(), keyspace, group, out);
+}
+
+void ReadSession::RememberVersion(KeyspaceId keyspace, uint64_t rowid, const Timestamp& ts) {
+  State& s = *state_;
+  const RowRef r{keyspace, rowid};
+  auto [it, inserted] = s.versions.insert_or_assign(r, ts);
+  if (!inserted) return;
+  s.versions_order.push_back(r);
+  if (s.versions_order.size() > kMaxRememberedVersions) {
+    s.versions.erase(s.versions_order.front());
+    s.versions_order.pop_front();
+  }
+}
+
+bool ReadSession::RecallVersion(KeyspaceId keyspace, uint64_t rowid, Timestamp* ts) const {
+  auto it = state_->versions.find(RowRef{keyspace, rowid});
+  if (it == state_->versions.end()) return false;
+  *ts = it->second;
+  return true;
+}
+
+void ReadSession::Prefetch(KeyspaceId keyspace, uint64_t rowid, const Timestamp& ts, bool live,
+                           std::string value) {
+  State& s = *state_;
+  const size_t bytes = value.size() + 64;
+  if (s.prefetched_bytes + bytes > kMaxPrefetchedBytes) {
+    // Only the rows of the lookups just made matter (their fetches follow them): start over
+    // rather than stop keeping them.
+    s.prefetched.clear();
+    s.prefetched_bytes = 0;
+  }
+  s.prefetched_bytes += bytes;
+  s.prefetched[RowRef{keyspace, rowid}] = PrefetchedRow{ts, live, std::move(value)};
+}
+
+const PrefetchedRow* ReadSession::Prefetched(KeyspaceId keyspace, uint64_t rowid) const {
+  if (state_->prefetched.empty()) return nullptr;
+  auto it = state_->prefetched.find(RowRef{keyspace, rowid});
+  return it == state_->prefetched.end() ? nullptr : &it->second;
+}
+
+}  // namespace ramp
