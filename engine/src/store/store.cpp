@@ -3,19 +3,19 @@
 
 #include <chrono>
 #include <map>
-#include <set>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <unordered_map>
 
 #include "ramp/log.h"
-#include "store/arena.h"
-#include "store/data_dir.h"
-#include "store/env.h"
-#include "store/log_reader.h"
-#include "store/log_writer.h"
-#include "store/partition.h"
-#include "store/wal.h"
+#include "store/durable/data_dir.h"
+#include "store/durable/env.h"
+#include "store/durable/log_reader.h"
+#include "store/durable/log_writer.h"
+#include "store/durable/wal.h"
+#include "store/memory/arena.h"
+#include "store/memory/partition.h"
 
 namespace ramp::store {
 namespace {
@@ -108,8 +108,8 @@ struct Store::Impl {
 Status Store::Impl::Recover() {
   Env* env = options.env != nullptr ? options.env : PosixEnv();
   const auto start = std::chrono::steady_clock::now();
-  RAMP_RETURN_IF_ERROR(OpenDataDir(env, options.data_dir,
-                                   {.cluster = options.cluster_id, .node = options.node}));
+  RAMP_RETURN_IF_ERROR(
+      OpenDataDir(env, options.data_dir, {.cluster = options.cluster_id, .node = options.node}));
   std::unique_ptr<Wal> wal;
   std::vector<WalPatch> entries;
   RAMP_RETURN_IF_ERROR(Wal::Open(env, options.data_dir + "/wal", kWalBytes, &wal, &entries));
@@ -153,12 +153,13 @@ Status Store::Impl::Recover() {
   for (auto& [id, p] : partitions) p->SetSink(log.get());
   recovery.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  RAMP_INFO("recovered %llu partitions (%.1f MiB of log, %.1f KiB from the write-ahead log) "
-            "from %s in %.3f s (reading and checking %.3f s, rebuilding %.3f s)",
-            static_cast<unsigned long long>(recovery.partitions),
-            static_cast<double>(recovery.bytes) / (1 << 20),
-            static_cast<double>(recovery.wal_bytes) / 1024, options.data_dir.c_str(),
-            recovery.seconds, read_s, replay_s);
+  RAMP_INFO(
+      "recovered %llu partitions (%.1f MiB of log, %.1f KiB from the write-ahead log) "
+      "from %s in %.3f s (reading and checking %.3f s, rebuilding %.3f s)",
+      static_cast<unsigned long long>(recovery.partitions),
+      static_cast<double>(recovery.bytes) / (1 << 20),
+      static_cast<double>(recovery.wal_bytes) / 1024, options.data_dir.c_str(), recovery.seconds,
+      read_s, replay_s);
   log->Start();
   return Status::OK();
 }
@@ -169,9 +170,13 @@ Store::~Store() {
   if (impl_->log != nullptr) impl_->log->Stop();
 }
 
-bool Store::durable() const { return impl_->log != nullptr; }
+bool Store::durable() const {
+  return impl_->log != nullptr;
+}
 
-uint64_t Store::DurableTicket() { return impl_->log == nullptr ? 0 : impl_->log->Ticket(); }
+uint64_t Store::DurableTicket() {
+  return impl_->log == nullptr ? 0 : impl_->log->Ticket();
+}
 
 void Store::WhenDurable(uint64_t ticket, std::function<void(const Status&)> done) {
   if (impl_->log == nullptr) {
@@ -181,9 +186,13 @@ void Store::WhenDurable(uint64_t ticket, std::function<void(const Status&)> done
   impl_->log->WhenDurable(ticket, std::move(done));
 }
 
-Status Store::SyncLog() { return impl_->log == nullptr ? Status::OK() : impl_->log->Sync(); }
+Status Store::SyncLog() {
+  return impl_->log == nullptr ? Status::OK() : impl_->log->Sync();
+}
 
-Store::RecoveryStats Store::recovery() const { return impl_->recovery; }
+Store::RecoveryStats Store::recovery() const {
+  return impl_->recovery;
+}
 
 Status Store::Open(const StoreOptions& options, std::shared_ptr<transport::Memory> memory,
                    std::unique_ptr<Store>* out) {
@@ -214,9 +223,8 @@ const uint8_t* Store::arena_base() const {
   return impl_->arena->base();
 }
 
-Status Store::Prepare(const Timestamp& ts, std::span<const protocol::PrepareItem> items,
-                      protocol::PrepareError* err) {
-  *err = protocol::PrepareError();
+Status Store::Prepare(const Timestamp& ts, std::span<const WriteItem> items, WriteError* err) {
+  *err = WriteError();
   if (ts.zero()) return Status::InvalidArgument("PREPARE with a zero timestamp");
   RAMP_RETURN_IF_ERROR(impl_->Writable());
   // Consecutive items of one partition are prepared under one lock acquisition.
@@ -257,18 +265,18 @@ Status Store::Abort(const Timestamp& ts, std::span<const PartitionId> partitions
   return first_error;
 }
 
-void Store::Get(const protocol::GetItem& item, uint8_t flags, protocol::GetResult* out) {
+void Store::Get(const ReadItem& item, uint8_t flags, ReadResult* out) {
   std::shared_ptr<Partition> p = impl_->Find(item.part);
   if (p == nullptr) {
-    *out = protocol::GetResult();
-    out->status = protocol::ItemStatus::kNotFound;
+    *out = ReadResult();
+    out->status = ReadStatus::kNotFound;
     return;
   }
   p->Get(item, flags, out);
 }
 
 void Store::GetGroup(const PartitionId& partition, std::string_view group,
-                     std::vector<protocol::GroupEntryWire>* out) const {
+                     std::vector<GroupEntry>* out) const {
   out->clear();
   if (std::shared_ptr<Partition> p = impl_->Find(partition)) p->GetGroup(group, out);
 }
@@ -352,12 +360,11 @@ StoreStats Store::stats() const {
   return s;
 }
 
-std::vector<protocol::PartitionInfo> Store::PartitionInfos() const {
-  std::vector<protocol::PartitionInfo> out;
+std::vector<PartitionInfo> Store::PartitionInfos() const {
+  std::vector<PartitionInfo> out;
   for (const auto& p : impl_->All()) {
     const Partition::Counts c = p->counts();
     out.push_back({.id = p->id(),
-                   .owner = impl_->options.node,
                    .keys = c.keys,
                    .bytes = c.pages * record::kPageBytes,
                    .ops_per_sec = p->OpsPerSec()});
