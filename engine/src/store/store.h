@@ -5,6 +5,11 @@
 //
 // Thread-safety: every method may be called from any worker thread. Partitions are
 // independent (one lock each); no call holds two partition locks.
+//
+// Layout: store.h and store_types.h are the API (the store's own types; it includes no
+// protocol header); memory/ holds the in-memory structures (arena, partitions, their logs
+// and key indexes, transaction tables); durable/ holds everything that touches files (the
+// Env seam, data directory, write-ahead log, group commit, log reader, page files).
 #pragma once
 
 #include <cstdint>

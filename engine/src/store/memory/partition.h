@@ -90,7 +90,7 @@ class Partition : public std::enable_shared_from_this<Partition> {
   Counts counts() const;
   double OpsPerSec() const { return hotness_.Rate(options_.now_ms()); }
 
-  // ---- durability (partition_durable.cpp) ----------------------------------------------
+  // ---- durability (durable/partition_durable.cpp) --------------------------------------
   // The pages appended or changed since the last call, and the segments retired since.
   void TakeDirty(DirtyPages* out);
   // Rebuilds the partition (pages, index, RAMP state, prepared transactions, decisions)
