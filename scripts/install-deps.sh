@@ -8,6 +8,7 @@ packages=(
   build-essential cmake pkg-config
   libgtest-dev libgmock-dev
   liburing-dev libibverbs-dev librdmacm-dev ibverbs-providers
+  libtbb-dev
   postgresql-15 postgresql-server-dev-15 postgresql-client-15 postgresql-contrib
   gnuplot-nox
   clang libclang-rt-14-dev

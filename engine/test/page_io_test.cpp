@@ -1,10 +1,8 @@
-// Remote page I/O pieces that need no server: the READ_PAGES / SCAN_OPEN codecs, the
-// client's check of a completion against its request, and the store's page files and
-// LocatePage.
+// Remote page I/O pieces that need no server: the READ_PAGES / SCAN_OPEN codecs and the
+// client's check of a completion against its request. (The store's page files and
+// LocatePage: store/durable/page_file_test.cpp.)
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -12,7 +10,6 @@
 #include "protocol/messages.h"
 #include "protocol/page_messages.h"
 #include "ramp/page_reader.h"
-#include "store_test_util.h"
 
 namespace ramp {
 namespace {
@@ -114,103 +111,6 @@ TEST(CheckPageReply, RefusesAnotherPageStaleEpochOrPlace) {
   auto other_part = Page(4, 8, 3);
   EXPECT_TRUE(CheckPageReply(Item(4), {Item(4), Status::OK()}, other_part.data())
                   .Is(Status::Code::kCorruption));
-}
-
-class PageFileTest : public store::testing::StoreTest {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/ramp-pagefile-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    options_.page_dir = dir_;
-    Open();
-  }
-  void TearDown() override {
-    store_.reset();
-    std::string cmd = "rm -rf '" + dir_ + "'";
-    ASSERT_EQ(std::system(cmd.c_str()), 0);
-  }
-  std::string dir_;
-};
-
-TEST_F(PageFileTest, CompletePagesGoToTheFileAndLocatePageFindsThem) {
-  using store::testing::Part;
-  using store::testing::Ts;
-  const std::string value(1000, 'v');
-  for (int i = 0; i < 40; i++) {
-    const std::string key = "k" + std::to_string(i);
-    ASSERT_TRUE(Prepare(Ts(10 + i), Part(), key, value).ok());
-    ASSERT_TRUE(Commit(Ts(10 + i)).ok());
-  }
-  const uint32_t pages = store_->PageCount(Part());
-  ASSERT_GT(pages, 3u);
-  store::Store::PageLocation loc;
-  ASSERT_TRUE(store_->LocatePage(Part(), 0, &loc).ok());
-  ASSERT_NE(loc.frame, nullptr);
-  ASSERT_GE(loc.fd, 0) << "a complete page has a copy in the page file";
-  std::vector<uint8_t> disk(record::kPageBytes);
-  ASSERT_EQ(pread(loc.fd, disk.data(), disk.size(), static_cast<off_t>(loc.file_offset)),
-            static_cast<ssize_t>(disk.size()));
-  record::PageHeader h;
-  ASSERT_TRUE(record::ReadPageHeader(disk.data(), disk.size(), &h).ok());
-  EXPECT_EQ(h.page_no, 0u);
-  EXPECT_EQ(std::memcmp(disk.data(), loc.frame, record::kPageHeaderBytes), 0);
-
-  // The head page is still being appended to: in memory only.
-  ASSERT_TRUE(store_->LocatePage(Part(), pages - 1, &loc).ok());
-  EXPECT_NE(loc.frame, nullptr);
-  EXPECT_LT(loc.fd, 0);
-
-  Status st = store_->LocatePage(Part(), pages + 5, &loc);
-  EXPECT_TRUE(st.Is(Status::Code::kNotFound));
-  EXPECT_NE(st.message().find("outside"), std::string::npos) << st.ToString();
-  EXPECT_TRUE(store_->LocatePage(Part(9), 0, &loc).Is(Status::Code::kNotFound));
-}
-
-TEST_F(PageFileTest, DataLargerThanTheMemoryBudgetIsServed) {
-  using store::testing::Part;
-  using store::testing::Ts;
-  options_.memory_bytes = size_t{16} << 20;
-  options_.memory_budget_bytes = size_t{1} << 20;  // 128 pages
-  Open();
-  auto value = [](int i, int gen) {
-    std::string v = "g" + std::to_string(gen) + "-" + std::to_string(i) + "-";
-    v.resize(1000, 'x');
-    return v;
-  };
-  constexpr int kKeys = 3000;  // about 3 MiB of records: three times the budget
-  uint64_t t = 10;
-  for (int i = 0; i < kKeys; i++) Put(Ts(t++), "k" + std::to_string(i), value(i, 0));
-  // Overwrites flip valid bits on pages that were evicted meanwhile.
-  for (int i = 0; i < kKeys; i += 10) Put(Ts(t++), "k" + std::to_string(i), value(i, 1));
-  store::Store::PageLocation loc;
-  ASSERT_TRUE(store_->LocatePage(Part(), 0, &loc).ok());
-  EXPECT_EQ(loc.frame, nullptr) << "the oldest pages live only in the page file";
-  EXPECT_GE(loc.fd, 0);
-  EXPECT_GT(store_->PageCount(Part()), 3u * 128u);
-  for (int i = 0; i < kKeys; i++) {
-    auto r = Get("k" + std::to_string(i));
-    ASSERT_EQ(r.status, protocol::ItemStatus::kOk) << i;
-    ASSERT_EQ(r.value, value(i, i % 10 == 0 ? 1 : 0)) << i;
-  }
-  // Snapshot reads of the overwritten keys find the older version on disk too.
-  for (int i = 0; i < kKeys; i += 10) {
-    auto r =
-        Get("k" + std::to_string(i), Ts(10 + static_cast<uint64_t>(i)), protocol::kGetSnapshot);
-    ASSERT_EQ(r.status, protocol::ItemStatus::kOk) << i;
-    ASSERT_EQ(r.value, value(i, 0)) << i;
-  }
-  // What a one-sided reader can find valid in memory is the current version only.
-  std::map<std::string, int> valid;
-  for (const auto& [off, rec] : ValidRecords()) {
-    auto r = Get(rec.key);
-    EXPECT_EQ(rec.ts, r.ts) << rec.key << " at " << off;
-    EXPECT_EQ(++valid[rec.key], 1) << rec.key;
-  }
-  // A GC pass evicts what the reads brought back.
-  store_->CollectGarbage();
-  ASSERT_TRUE(store_->LocatePage(Part(), 0, &loc).ok());
-  EXPECT_EQ(loc.frame, nullptr);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "common/record.h"
 #include "ramp/log.h"
+#include "store/durable/env.h"
 
 namespace ramp::server {
 
@@ -52,13 +53,16 @@ struct PageService::Active {
 
 // A disk read: one item, or several consecutive pages of one file landing consecutively in
 // the staging buffer (coalesced).
+// The file comes from the store's Env: io_uring reads through its descriptor, or, where
+// there is none (a test Env) or no ring, File::Read does (synchronously).
 struct PageService::DiskRead {
   Active* job = nullptr;
   std::vector<size_t> items;
-  int fd = -1;
+  std::shared_ptr<store::File> file;  // kept open until the read completed
   uint64_t offset = 0;
   uint8_t* dst = nullptr;
   uint32_t len = 0;
+  Status error;  // a failed File::Read (its res is -EIO)
 };
 
 // One io_uring per I/O thread (ok false: the pread fallback), with the reads queued on it.
@@ -316,14 +320,14 @@ bool PageService::Start(Job& job, Ring* ring, bool wait) {
       if (p == 0) first = loc;
       frames[p] = loc.frame;
       all_resident &= loc.frame != nullptr;
-      all_disk &= loc.fd >= 0 && loc.fd == first.fd;
+      all_disk &= loc.file != nullptr && loc.file == first.file;
     }
     // The epoch was checked against the directory's (the placement epoch clients learn
     // from LOOKUP and SCAN_OPEN) by the handler; the partition's own epoch is constant
     // until migration raises both.
     if (st.ok() && all_disk && (prefer_disk || !all_resident)) {
       DiskRead* prev = reads.empty() ? nullptr : reads.back();
-      if (prev != nullptr && prev->fd == first.fd &&
+      if (prev != nullptr && prev->file == first.file &&
           prev->offset + prev->len == first.file_offset &&
           prev->dst + prev->len == buf + a->at[i] && prev->len + it.length <= kMaxCoalescedBytes &&
           prev->len % record::kPageBytes == 0) {
@@ -331,7 +335,7 @@ bool PageService::Start(Job& job, Ring* ring, bool wait) {
         prev->len += it.length;
       } else {
         reads.push_back(
-            new DiskRead{a.get(), {i}, first.fd, first.file_offset, buf + a->at[i], it.length});
+            new DiskRead{a.get(), {i}, first.file, first.file_offset, buf + a->at[i], it.length});
       }
     } else if (st.ok() && all_resident) {
       uint32_t left = it.length;
@@ -350,20 +354,20 @@ bool PageService::Start(Job& job, Ring* ring, bool wait) {
   a->reads_left = reads.size();
   Active* raw = a.get();
   ring->active.push_back(std::move(a));
-  if (!ring->ok) {
-    // The pread fallback: synchronous, one read at a time.
-    for (DiskRead* d : reads) {
-      ssize_t n;
-      do {
-        n = pread(d->fd, d->dst, d->len, static_cast<off_t>(d->offset));
-      } while (n < 0 && errno == EINTR);
-      Complete(d, n < 0 ? -errno : static_cast<int>(n));
-    }
-    if (reads.empty()) Finish(*raw);
+  if (reads.empty()) {
+    Finish(*raw);
     return true;
   }
-  for (DiskRead* d : reads) ring->queued.push_back(d);
-  if (reads.empty()) Finish(*raw);
+  for (DiskRead* d : reads) {
+    if (ring->ok && d->file->fd() >= 0) {
+      ring->queued.push_back(d);
+      continue;
+    }
+    // The fallback (no ring, or a file without a descriptor): synchronous, one at a time.
+    size_t got = 0;
+    d->error = d->file->Read(d->offset, d->len, d->dst, &got);
+    Complete(d, d->error.ok() ? static_cast<int>(got) : -EIO);
+  }
   return true;
 }
 
@@ -379,9 +383,9 @@ void PageService::Complete(DiskRead* d, int res) {
                           std::min<int64_t>(it.length, std::max<int64_t>(0, int64_t{res} - at)));
     InjectFault(it.page.page_no, it.length, &r);
     if (r < 0) {
-      a.status[i] =
-          Status::IOError("reading page " + std::to_string(it.page.page_no) + " of partition " +
-                          it.page.part.ToString() + ": " + std::strerror(-r));
+      a.status[i] = Status::IOError("reading page " + std::to_string(it.page.page_no) +
+                                    " of partition " + it.page.part.ToString() + ": " +
+                                    (d->error.ok() ? std::strerror(-r) : d->error.ToString()));
     } else if (static_cast<uint32_t>(r) != it.length) {
       a.status[i] =
           Status::IOError("short read of page " + std::to_string(it.page.page_no) +
@@ -406,7 +410,7 @@ void PageService::Reap(Ring* ring, int wait_us) {
     if (sqe == nullptr) break;
     DiskRead* d = ring->queued.front();
     ring->queued.pop_front();
-    io_uring_prep_read(sqe, d->fd, d->dst, d->len, d->offset);
+    io_uring_prep_read(sqe, d->file->fd(), d->dst, d->len, d->offset);
     io_uring_sqe_set_data(sqe, d);
     ring->in_ring++;
     queued++;

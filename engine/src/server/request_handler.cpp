@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "ramp/log.h"
+#include "server/store_wire.h"
 
 namespace ramp::server {
 
@@ -21,7 +22,8 @@ uint64_t NowMs() {
 
 Status RequestHandler::CheckKey(std::string_view key) const {
   if (key.size() > ctx_->limits.max_key_bytes) {
-    return Status::TooLarge("key of " + std::to_string(key.size()) + " bytes exceeds the limit of " +
+    return Status::TooLarge("key of " + std::to_string(key.size()) +
+                            " bytes exceeds the limit of " +
                             std::to_string(ctx_->limits.max_key_bytes) + " bytes");
   }
   return Status::OK();
@@ -48,8 +50,7 @@ void RequestHandler::ErrorReply(const Header& h, const Status& error, std::strin
   protocol::EncodeErrorReply(h, Clock(), error, reply);
 }
 
-Status RequestHandler::HandleNow(Session& session, std::string_view message,
-                                 std::string* reply) {
+Status RequestHandler::HandleNow(Session& session, std::string_view message, std::string* reply) {
   reply->clear();
   Header h;
   RAMP_RETURN_IF_ERROR(protocol::DecodeHeader(message, &h));
@@ -65,15 +66,23 @@ Status RequestHandler::HandleNow(Session& session, std::string_view message,
     return Status::Corruption(std::string(protocol::OpName(op)) + " before HELLO");
   }
   switch (op) {
-    case Op::kHello: return OnHello(session, h, body, reply);
-    case Op::kGet: return OnGet(h, body, reply);
-    case Op::kGetGroup: return OnGetGroup(h, body, reply);
-    case Op::kPrepare: return OnPrepare(h, body, reply);
+    case Op::kHello:
+      return OnHello(session, h, body, reply);
+    case Op::kGet:
+      return OnGet(h, body, reply);
+    case Op::kGetGroup:
+      return OnGetGroup(h, body, reply);
+    case Op::kPrepare:
+      return OnPrepare(h, body, reply);
     case Op::kCommit:
-    case Op::kAbort: return OnDecision(h, body, reply);
-    case Op::kLookup: return OnLookup(session, h, body, reply);
-    case Op::kLock: return OnLock(session, h, body, reply);
-    case Op::kWriteLocked: return OnWriteLocked(session, h, body, reply);
+    case Op::kAbort:
+      return OnDecision(h, body, reply);
+    case Op::kLookup:
+      return OnLookup(session, h, body, reply);
+    case Op::kLock:
+      return OnLock(session, h, body, reply);
+    case Op::kWriteLocked:
+      return OnWriteLocked(session, h, body, reply);
     case Op::kUnlock: {
       protocol::LockRequest req;
       RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &req));
@@ -81,15 +90,21 @@ Status RequestHandler::HandleNow(Session& session, std::string_view message,
       protocol::EncodeHeader(protocol::ReplyTo(h, Clock()), reply);
       return Status::OK();
     }
-    case Op::kStatus: return OnStatus(h, reply);
-    case Op::kPartitions: return OnPartitions(h, reply);
-    case Op::kDropKeyspace: return OnDropKeyspace(h, body, reply);
+    case Op::kStatus:
+      return OnStatus(h, reply);
+    case Op::kPartitions:
+      return OnPartitions(h, reply);
+    case Op::kDropKeyspace:
+      return OnDropKeyspace(h, body, reply);
     case Op::kClock:
       protocol::EncodeHeader(protocol::ReplyTo(h, ctx_->clock->Now()), reply);
       return Status::OK();
-    case Op::kTxnState: return OnTxnState(h, body, reply);
-    case Op::kReadPages: return OnReadPages(session, h, body, reply);
-    case Op::kScanOpen: return OnScanOpen(h, body, reply);
+    case Op::kTxnState:
+      return OnTxnState(h, body, reply);
+    case Op::kReadPages:
+      return OnReadPages(session, h, body, reply);
+    case Op::kScanOpen:
+      return OnScanOpen(h, body, reply);
     case Op::kScanNext:
     case Op::kScanClose:
       ErrorReply(h, Status::NotSupported(std::string(protocol::OpName(op)) + " is not served here"),
@@ -140,6 +155,7 @@ Status RequestHandler::OnGet(const Header& h, std::string_view body, std::string
     return Status::OK();
   }
   get_reply_.results.resize(get_.items.size());
+  const uint8_t read_flags = ToStoreReadFlags(get_.flags);
   for (size_t i = 0; i < get_.items.size(); i++) {
     const auto& item = get_.items[i];
     auto& res = get_reply_.results[i];
@@ -156,7 +172,9 @@ Status RequestHandler::OnGet(const Header& h, std::string_view body, std::string
       res.status = protocol::ItemStatus::kError;
       continue;
     }
-    ctx_->store->Get(item, get_.flags, &res);
+    store::ReadResult r;
+    ctx_->store->Get(ToStore(item), read_flags, &r);
+    ToWire(r, &res);
   }
   protocol::EncodeHeader(
       protocol::ReplyTo(h, Clock(), static_cast<uint32_t>(get_reply_.results.size())), reply);
@@ -175,7 +193,9 @@ Status RequestHandler::OnGetGroup(const Header& h, std::string_view body, std::s
     r.owner = hint;
     r.epoch = epoch;
   } else {
-    ctx_->store->GetGroup(req.part, req.group, &r.entries);
+    ctx_->store->GetGroup(req.part, req.group, &group_);
+    r.entries.reserve(group_.size());
+    for (const store::GroupEntry& e : group_) r.entries.push_back(ToWire(e));
   }
   protocol::EncodeHeader(protocol::ReplyTo(h, Clock(), static_cast<uint32_t>(r.entries.size())),
                          reply);
@@ -201,7 +221,14 @@ Status RequestHandler::OnPrepare(const Header& h, std::string_view body, std::st
     }
     if (!s.ok()) err.item = i;
   }
-  if (s.ok()) s = ctx_->store->Prepare(prepare_.ts, prepare_.items, &err);
+  if (s.ok()) {
+    prepare_items_.clear();
+    for (const auto& item : prepare_.items) prepare_items_.push_back(ToStore(item));
+    store::WriteError serr;
+    s = ctx_->store->Prepare(prepare_.ts, prepare_items_, &serr);
+    err.item = serr.item;
+    err.watermark = serr.watermark;
+  }
   if (!s.ok()) {
     Header rh = protocol::ReplyTo(h, Clock());
     rh.status = static_cast<uint16_t>(s.code());
@@ -240,8 +267,8 @@ Status RequestHandler::OnLookup(Session& s, const Header& h, std::string_view bo
     }
     r.placements.push_back(ctx_->directory->Lookup(p, s.client_id));
   }
-  protocol::EncodeHeader(
-      protocol::ReplyTo(h, Clock(), static_cast<uint32_t>(r.placements.size())), reply);
+  protocol::EncodeHeader(protocol::ReplyTo(h, Clock(), static_cast<uint32_t>(r.placements.size())),
+                         reply);
   protocol::Encode(r, reply);
   return Status::OK();
 }
@@ -260,16 +287,16 @@ Status RequestHandler::OnLock(Session& s, const Header& h, std::string_view body
       ErrorReply(h, Status::Moved("partition " + item.part.ToString() + " moved"), reply);
       return Status::OK();
     }
-    if (!ctx_->locks->Acquire(owner, item.part, item.key,
-                              item.mode == protocol::kLockExclusive)) {
+    if (!ctx_->locks->Acquire(owner, item.part, item.key, item.mode == protocol::kLockExclusive)) {
       // No-wait: the client releases everything and retries the transaction.
       ErrorReply(h, Status::Conflict("lock conflict"), reply);
       return Status::OK();
     }
     // A read under the lock: the latest committed value comes back with the grant.
     auto& res = get_reply_.results[i];
-    res = protocol::GetResult();
-    ctx_->store->Get(protocol::GetItem{item.part, item.key, Timestamp()}, 0, &res);
+    store::ReadResult r;
+    ctx_->store->Get(store::ReadItem{item.part, item.key, Timestamp()}, 0, &r);
+    ToWire(r, &res);
   }
   protocol::EncodeHeader(
       protocol::ReplyTo(h, Clock(), static_cast<uint32_t>(get_reply_.results.size())), reply);
@@ -319,7 +346,8 @@ Status RequestHandler::OnStatus(const Header& h, std::string* reply) {
 }
 
 Status RequestHandler::OnPartitions(const Header& h, std::string* reply) {
-  std::vector<protocol::PartitionInfo> infos = ctx_->store->PartitionInfos();
+  std::vector<protocol::PartitionInfo> infos;
+  for (const store::PartitionInfo& f : ctx_->store->PartitionInfos()) infos.push_back(ToWire(f));
   for (auto& p : infos) {
     uint32_t hint = 0;
     uint64_t epoch = 0;
@@ -327,14 +355,12 @@ Status RequestHandler::OnPartitions(const Header& h, std::string* reply) {
     p.owner = owned ? ctx_->self : hint;
     p.epoch = epoch;
   }
-  protocol::EncodeHeader(protocol::ReplyTo(h, Clock(), static_cast<uint32_t>(infos.size())),
-                         reply);
+  protocol::EncodeHeader(protocol::ReplyTo(h, Clock(), static_cast<uint32_t>(infos.size())), reply);
   protocol::Encode(infos, reply);
   return Status::OK();
 }
 
-Status RequestHandler::OnDropKeyspace(const Header& h, std::string_view body,
-                                      std::string* reply) {
+Status RequestHandler::OnDropKeyspace(const Header& h, std::string_view body, std::string* reply) {
   protocol::DropKeyspaceRequest req;
   RAMP_RETURN_IF_ERROR(protocol::Decode(body, &req));
   Status s = ctx_->store->DropKeyspace(req.keyspace);
@@ -351,7 +377,7 @@ Status RequestHandler::OnTxnState(const Header& h, std::string_view body, std::s
   RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &req));
   protocol::TxnStateReply r;
   for (const auto& p : req.partitions) {
-    r.states.push_back(ctx_->store->QueryTxn(req.ts, p, req.fence != 0));
+    r.states.push_back(ToWire(ctx_->store->QueryTxn(req.ts, p, req.fence != 0)));
   }
   protocol::EncodeHeader(protocol::ReplyTo(h, Clock(), static_cast<uint32_t>(r.states.size())),
                          reply);

@@ -9,6 +9,7 @@
 #include "server/one_sided_reply.h"
 #include "server/server_context.h"
 #include "server/session.h"
+#include "store/store_types.h"
 
 namespace ramp::server {
 
@@ -36,8 +37,7 @@ class RequestHandler {
   Status OnGetGroup(const protocol::Header& h, std::string_view body, std::string* reply);
   Status OnPrepare(const protocol::Header& h, std::string_view body, std::string* reply);
   Status OnDecision(const protocol::Header& h, std::string_view body, std::string* reply);
-  Status OnLookup(Session& s, const protocol::Header& h, std::string_view body,
-                  std::string* reply);
+  Status OnLookup(Session& s, const protocol::Header& h, std::string_view body, std::string* reply);
   Status OnLock(Session& s, const protocol::Header& h, std::string_view body, std::string* reply);
   Status OnWriteLocked(Session& s, const protocol::Header& h, std::string_view body,
                        std::string* reply);
@@ -66,6 +66,8 @@ class RequestHandler {
   protocol::GetRequest get_;
   protocol::GetReply get_reply_;
   protocol::PrepareRequest prepare_;
+  std::vector<store::WriteItem> prepare_items_;  // prepare_ as the store takes it
+  std::vector<store::GroupEntry> group_;
   protocol::Decision decision_;
   std::string scratch_;
 };

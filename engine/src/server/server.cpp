@@ -6,7 +6,7 @@
 #include "ramp/log.h"
 #include "ramp/transport/auth.h"
 #include "server/terminator.h"
-#include "store/data_dir.h"
+#include "store/durable/data_dir.h"
 
 namespace ramp::server {
 namespace {
@@ -140,7 +140,7 @@ void Server::GcLoop() {
   while (!stop_.load()) {
     std::unique_lock lock(gc_mu_);
     gc_cv_.wait_for(lock, std::chrono::milliseconds(options_.gc_interval_ms),
-                [this] { return stop_.load(); });
+                    [this] { return stop_.load(); });
     if (stop_.load()) break;
     store_->CollectGarbage();
   }
@@ -191,6 +191,8 @@ void Server::Stop() {
   if (termination_thread_.joinable()) termination_thread_.join();
 }
 
-Server::~Server() { Stop(); }
+Server::~Server() {
+  Stop();
+}
 
 }  // namespace ramp::server

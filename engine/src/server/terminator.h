@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "protocol/messages.h"
 #include "ramp/client.h"
 #include "ramp/status.h"
 #include "store/store.h"

@@ -3,19 +3,22 @@
 
 #include <chrono>
 #include <map>
-#include <set>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <unordered_map>
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
 #include "ramp/log.h"
-#include "store/arena.h"
-#include "store/data_dir.h"
-#include "store/env.h"
-#include "store/log_reader.h"
-#include "store/log_writer.h"
-#include "store/partition.h"
-#include "store/wal.h"
+#include "store/durable/data_dir.h"
+#include "store/durable/env.h"
+#include "store/durable/log_reader.h"
+#include "store/durable/log_writer.h"
+#include "store/durable/wal.h"
+#include "store/memory/arena.h"
+#include "store/memory/partition.h"
 
 namespace ramp::store {
 namespace {
@@ -108,8 +111,8 @@ struct Store::Impl {
 Status Store::Impl::Recover() {
   Env* env = options.env != nullptr ? options.env : PosixEnv();
   const auto start = std::chrono::steady_clock::now();
-  RAMP_RETURN_IF_ERROR(OpenDataDir(env, options.data_dir,
-                                   {.cluster = options.cluster_id, .node = options.node}));
+  RAMP_RETURN_IF_ERROR(
+      OpenDataDir(env, options.data_dir, {.cluster = options.cluster_id, .node = options.node}));
   std::unique_ptr<Wal> wal;
   std::vector<WalPatch> entries;
   RAMP_RETURN_IF_ERROR(Wal::Open(env, options.data_dir + "/wal", kWalBytes, &wal, &entries));
@@ -124,27 +127,49 @@ Status Store::Impl::Recover() {
     if (ParsePartitionDirName(n, &id)) ids.insert(id);
   }
   for (const auto& [id, list] : patches) ids.insert(id);
-  double read_s = 0, replay_s = 0;
-  for (const PartitionId& id : ids) {
-    std::vector<LoadedSegment> segments;
-    ReadLogStats rs;
-    static const std::vector<WalPatch> kNone;
-    auto pw = patches.find(id);
-    const auto t_read = std::chrono::steady_clock::now();
-    RAMP_RETURN_IF_ERROR(ReadPartitionLog(env, options.data_dir + "/" + PartitionDirName(id), id,
-                                          pw == patches.end() ? kNone : pw->second, &segments,
-                                          &rs));
-    read_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_read).count();
-    recovery.wal_bytes += rs.wal_bytes;
-    // No sink yet: recovery appends nothing; the writer exists once the log is replayed.
-    auto p = std::make_shared<Partition>(id, arena.get(), options, nullptr);
-    const auto t_replay = std::chrono::steady_clock::now();
-    RAMP_RETURN_IF_ERROR(p->Recover(&segments));
-    replay_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_replay).count();
-    partitions[id] = std::move(p);
+  // Partitions are independent (their own files, their own index; the arena is
+  // thread-safe): oneTBB reads and rebuilds them in parallel. Each slot is written by one
+  // task; the first error in partition order is reported, as a sequential pass would.
+  const std::vector<PartitionId> order(ids.begin(), ids.end());
+  struct Recovered {
+    std::shared_ptr<Partition> partition;
+    ReadLogStats stats;
+    Status status;
+    double read_s = 0, replay_s = 0;
+  };
+  std::vector<Recovered> out(order.size());
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, order.size(), 1), [&](const auto& range) {
+    for (size_t i = range.begin(); i != range.end(); ++i) {
+      const PartitionId& id = order[i];
+      Recovered& r = out[i];
+      std::vector<LoadedSegment> segments;
+      static const std::vector<WalPatch> kNone;
+      auto pw = patches.find(id);
+      const auto t_read = std::chrono::steady_clock::now();
+      r.status = ReadPartitionLog(env, options.data_dir + "/" + PartitionDirName(id), id,
+                                  pw == patches.end() ? kNone : pw->second, &segments, &r.stats);
+      const auto t_replay = std::chrono::steady_clock::now();
+      r.read_s = std::chrono::duration<double>(t_replay - t_read).count();
+      if (!r.status.ok()) continue;
+      // No sink yet: recovery appends nothing; the writer exists once the log is replayed.
+      auto p = std::make_shared<Partition>(id, arena.get(), options, nullptr);
+      r.status = p->Recover(&segments);
+      r.replay_s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t_replay).count();
+      if (r.status.ok()) r.partition = std::move(p);
+    }
+  });
+  double read_s = 0, replay_s = 0;  // summed over the tasks
+  for (size_t i = 0; i < order.size(); ++i) {
+    Recovered& r = out[i];
+    RAMP_RETURN_IF_ERROR(r.status);
+    read_s += r.read_s;
+    replay_s += r.replay_s;
+    recovery.wal_bytes += r.stats.wal_bytes;
+    partitions[order[i]] = std::move(r.partition);
     recovery.partitions++;
-    recovery.bytes += rs.bytes;
-    recovery.torn_cut += rs.torn_cut;
+    recovery.bytes += r.stats.bytes;
+    recovery.torn_cut += r.stats.torn_cut;
   }
   // What the log held is in the segment files now (synced): it starts over.
   RAMP_RETURN_IF_ERROR(env->SyncDir(options.data_dir));
@@ -153,12 +178,13 @@ Status Store::Impl::Recover() {
   for (auto& [id, p] : partitions) p->SetSink(log.get());
   recovery.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  RAMP_INFO("recovered %llu partitions (%.1f MiB of log, %.1f KiB from the write-ahead log) "
-            "from %s in %.3f s (reading and checking %.3f s, rebuilding %.3f s)",
-            static_cast<unsigned long long>(recovery.partitions),
-            static_cast<double>(recovery.bytes) / (1 << 20),
-            static_cast<double>(recovery.wal_bytes) / 1024, options.data_dir.c_str(),
-            recovery.seconds, read_s, replay_s);
+  RAMP_INFO(
+      "recovered %llu partitions (%.1f MiB of log, %.1f KiB from the write-ahead log) "
+      "from %s in %.3f s (reading and checking %.3f s, rebuilding %.3f s, summed over threads)",
+      static_cast<unsigned long long>(recovery.partitions),
+      static_cast<double>(recovery.bytes) / (1 << 20),
+      static_cast<double>(recovery.wal_bytes) / 1024, options.data_dir.c_str(), recovery.seconds,
+      read_s, replay_s);
   log->Start();
   return Status::OK();
 }
@@ -169,9 +195,13 @@ Store::~Store() {
   if (impl_->log != nullptr) impl_->log->Stop();
 }
 
-bool Store::durable() const { return impl_->log != nullptr; }
+bool Store::durable() const {
+  return impl_->log != nullptr;
+}
 
-uint64_t Store::DurableTicket() { return impl_->log == nullptr ? 0 : impl_->log->Ticket(); }
+uint64_t Store::DurableTicket() {
+  return impl_->log == nullptr ? 0 : impl_->log->Ticket();
+}
 
 void Store::WhenDurable(uint64_t ticket, std::function<void(const Status&)> done) {
   if (impl_->log == nullptr) {
@@ -181,9 +211,13 @@ void Store::WhenDurable(uint64_t ticket, std::function<void(const Status&)> done
   impl_->log->WhenDurable(ticket, std::move(done));
 }
 
-Status Store::SyncLog() { return impl_->log == nullptr ? Status::OK() : impl_->log->Sync(); }
+Status Store::SyncLog() {
+  return impl_->log == nullptr ? Status::OK() : impl_->log->Sync();
+}
 
-Store::RecoveryStats Store::recovery() const { return impl_->recovery; }
+Store::RecoveryStats Store::recovery() const {
+  return impl_->recovery;
+}
 
 Status Store::Open(const StoreOptions& options, std::shared_ptr<transport::Memory> memory,
                    std::unique_ptr<Store>* out) {
@@ -214,9 +248,8 @@ const uint8_t* Store::arena_base() const {
   return impl_->arena->base();
 }
 
-Status Store::Prepare(const Timestamp& ts, std::span<const protocol::PrepareItem> items,
-                      protocol::PrepareError* err) {
-  *err = protocol::PrepareError();
+Status Store::Prepare(const Timestamp& ts, std::span<const WriteItem> items, WriteError* err) {
+  *err = WriteError();
   if (ts.zero()) return Status::InvalidArgument("PREPARE with a zero timestamp");
   RAMP_RETURN_IF_ERROR(impl_->Writable());
   // Consecutive items of one partition are prepared under one lock acquisition.
@@ -257,18 +290,18 @@ Status Store::Abort(const Timestamp& ts, std::span<const PartitionId> partitions
   return first_error;
 }
 
-void Store::Get(const protocol::GetItem& item, uint8_t flags, protocol::GetResult* out) {
+void Store::Get(const ReadItem& item, uint8_t flags, ReadResult* out) {
   std::shared_ptr<Partition> p = impl_->Find(item.part);
   if (p == nullptr) {
-    *out = protocol::GetResult();
-    out->status = protocol::ItemStatus::kNotFound;
+    *out = ReadResult();
+    out->status = ReadStatus::kNotFound;
     return;
   }
   p->Get(item, flags, out);
 }
 
 void Store::GetGroup(const PartitionId& partition, std::string_view group,
-                     std::vector<protocol::GroupEntryWire>* out) const {
+                     std::vector<GroupEntry>* out) const {
   out->clear();
   if (std::shared_ptr<Partition> p = impl_->Find(partition)) p->GetGroup(group, out);
 }
@@ -352,12 +385,11 @@ StoreStats Store::stats() const {
   return s;
 }
 
-std::vector<protocol::PartitionInfo> Store::PartitionInfos() const {
-  std::vector<protocol::PartitionInfo> out;
+std::vector<PartitionInfo> Store::PartitionInfos() const {
+  std::vector<PartitionInfo> out;
   for (const auto& p : impl_->All()) {
     const Partition::Counts c = p->counts();
     out.push_back({.id = p->id(),
-                   .owner = impl_->options.node,
                    .keys = c.keys,
                    .bytes = c.pages * record::kPageBytes,
                    .ops_per_sec = p->OpsPerSec()});

@@ -5,6 +5,11 @@
 //
 // Thread-safety: every method may be called from any worker thread. Partitions are
 // independent (one lock each); no call holds two partition locks.
+//
+// Layout: store.h and store_types.h are the API (the store's own types; it includes no
+// protocol header); memory/ holds the in-memory structures (arena, partitions, their logs
+// and key indexes, transaction tables); durable/ holds everything that touches files (the
+// Env seam, data directory, write-ahead log, group commit, log reader, page files).
 #pragma once
 
 #include <cstdint>
@@ -16,14 +21,15 @@
 #include <vector>
 
 #include "common/record.h"
-#include "protocol/messages.h"
 #include "ramp/status.h"
 #include "ramp/transport/memory.h"
 #include "ramp/types.h"
+#include "store/store_types.h"
 
 namespace ramp::store {
 
 class Env;
+class File;
 
 struct StoreOptions {
   // Bytes of page memory (the arena). Pages are 8 KiB.
@@ -52,7 +58,7 @@ struct StoreOptions {
   // and writes its log there; replies wait for DurableTicket/WhenDurable.
   std::string data_dir;
   uint64_t cluster_id = 0;  // written into / checked against the data directory
-  Env* env = nullptr;         // null: the POSIX file system (tests inject faults here)
+  Env* env = nullptr;       // null: the POSIX file system (tests inject faults here)
 };
 
 struct StoreStats {
@@ -65,9 +71,6 @@ struct StoreStats {
   uint64_t prepared_txns = 0;  // transactions prepared and not yet decided
   uint64_t collected_versions = 0;
 };
-
-// What a partition knows of a transaction (termination protocol).
-using protocol::TxnState;
 
 // A transaction left prepared (for the termination protocol of the durability issue).
 struct PendingTxn {
@@ -91,7 +94,7 @@ class Store {
   // ---- RAMP-Fast ------------------------------------------------------------------------
   // PREPARE: appends a version record (state prepared) per item. Refused (no item of the
   // call applied... items before the failing one stay prepared; the caller aborts ts):
-  //  - Conflict: an item with kPutHasExpected whose key's latest committed timestamp differs
+  //  - Conflict: an item with kWriteHasExpected whose key's latest committed timestamp differs
   //    from expected, or whose key has another transaction's version prepared and undecided;
   //  - Aborted: ts is at or below the partition's scan watermark, or ts was already decided
   //    aborted (termination fence); err->watermark says what to exceed;
@@ -100,8 +103,7 @@ class Store {
   //  - NoSpace: the memory budget is exhausted and nothing can be reclaimed; Busy: it is
   //    exhausted but compaction freed pages that come back after the GC grace (retry).
   // Preparing the same (ts, key) twice is idempotent.
-  Status Prepare(const Timestamp& ts, std::span<const protocol::PrepareItem> items,
-                 protocol::PrepareError* err);
+  Status Prepare(const Timestamp& ts, std::span<const WriteItem> items, WriteError* err);
   // COMMIT ts in the given partitions: latestCommit advances where ts is newer, the new
   // committed version gets the valid bit and the one it replaces loses it. Idempotent; a ts
   // never prepared here is a no-op (OK), a ts aborted here is Internal.
@@ -111,7 +113,7 @@ class Store {
   Status Abort(const Timestamp& ts, std::span<const PartitionId> partitions);
 
   // GET of one item. item.at zero: the latest committed version; otherwise the version with
-  // exactly that timestamp, prepared or committed (round 2); with kGetSnapshot, the newest
+  // exactly that timestamp, prepared or committed (round 2); with kReadSnapshot, the newest
   // committed version with ts <= item.at (scans). out->value / out->metadata point into
   // arena memory that stays valid for at least StoreOptions::gc_grace_ms.
   //  - A tombstone comes back as kOk with flags = kRecordTombstone, its ts and metadata and
@@ -120,15 +122,15 @@ class Store {
   //  - kCollected: no such version, but the partition's GC dropped a committed version
   //    with a timestamp >= item.at and the key has a newer committed version, so the one
   //    asked for may have existed: the reader retries. kNotFound: it never existed here.
-  //  - kGetWantAddress: out->address is set when the version returned is the key's current
+  //  - kReadWantAddress: out->address is set when the version returned is the key's current
   //    committed one (the only record that carries the valid bit).
-  void Get(const protocol::GetItem& item, uint8_t flags, protocol::GetResult* out);
+  void Get(const ReadItem& item, uint8_t flags, ReadResult* out);
 
   // GET_GROUP: the latest committed, non-deleted version of every grouped key of `group`
-  // (keys prepared with kPutGrouped, laid out as EncodeGroupKey: u16 big-endian group
+  // (keys prepared with kWriteGrouped, laid out as EncodeGroupKey: u16 big-endian group
   // length, group, suffix) in the partition, in key order. Views as for Get.
   void GetGroup(const PartitionId& partition, std::string_view group,
-                std::vector<protocol::GroupEntryWire>* out) const;
+                std::vector<GroupEntry>* out) const;
 
   // ---- strict 2PL baseline -------------------------------------------------------------
   // Installs a committed version directly (the caller holds the write lock). grouped: the
@@ -156,18 +158,20 @@ class Store {
 
   // ---- page access (remote page I/O, scans, migration) ---------------------------------
   // Where page `page_no` of a partition's log is now. frame: its bytes in the arena (null
-  // when evicted to disk); fd/file_offset: where it is on disk (fd -1 while it is only in
-  // memory, e.g. without a data directory). A frame stays readable for at least the GC grace
+  // when evicted to disk); file/file_offset: where it is on disk (file null while it is only
+  // in memory, e.g. without a page directory). The File comes from the store's Env: read
+  // it through file->fd() (io_uring) or, when that is -1, file->Read; holding it keeps it
+  // open after the partition is gone. A frame stays readable for at least the GC grace
   // after the page is retired, which is what an I/O worker needs to copy it. NotFound for a
   // page number past the end of the log or a page compacted away; epoch is the partition's
   // placement epoch, which callers compare with the one the client asked for.
   struct PageLocation {
     const uint8_t* frame = nullptr;
-    int fd = -1;
+    std::shared_ptr<File> file;
     uint64_t file_offset = 0;
     uint32_t pages = 1;  // run length (a record larger than a page spans a run)
     uint64_t epoch = 0;
-    bool direct = false;  // fd was opened with O_DIRECT (aligned buffers and lengths)
+    bool direct = false;  // file was opened with O_DIRECT (aligned buffers and lengths)
   };
   Status LocatePage(const PartitionId& partition, uint32_t page_no, PageLocation* out) const;
   // Pages in the partition's log so far (page numbers run from 0; compacted pages are gone).
@@ -196,7 +200,7 @@ class Store {
   void CollectGarbage();
   Status DropKeyspace(KeyspaceId keyspace);
   StoreStats stats() const;
-  std::vector<protocol::PartitionInfo> PartitionInfos() const;
+  std::vector<PartitionInfo> PartitionInfos() const;
   std::vector<PartitionId> PartitionIds() const;
 
  private:

@@ -1,0 +1,135 @@
+// The group commit (DESIGN §5: "a write is acknowledged after its page is on disk"). Writers
+// append to their partition's log in memory and take a ticket; one flusher thread writes
+// the changed bytes of every dirty page of every partition to the server's write-ahead log
+// (wal.h) and fdatasyncs that one file, then completes all tickets
+// taken before it started the batch. While it syncs, new writes queue up for the next
+// batch, so one fdatasync covers many clients and partitions. Nobody blocks on the disk:
+// completion is a callback (the server sends its deferred reply from it).
+//
+// Checkpoints (when the log is half full, and at least every second while something is
+// pending): the latest image of every page changed since the last one is written to its
+// segment file (once, however many batches changed it), the files are synced, the log starts a new
+// generation, and the files of segments compaction retired are removed (their live records
+// were copied elsewhere and are durable by then).
+//
+// After a failed write or sync the writer stops accepting work (health() is the error):
+// after a failed fdatasync the kernel may have dropped the dirty pages, so retrying could
+// acknowledge data that is not on disk. A restart recovers from what the files hold.
+// Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "ramp/status.h"
+#include "store/durable/env.h"
+#include "store/durable/log_sink.h"
+#include "store/durable/sync_pool.h"
+#include "store/durable/wal.h"
+
+namespace ramp::store {
+
+class LogWriter : public LogSink {
+ public:
+  LogWriter(Env* env, std::string dir, std::unique_ptr<Wal> wal);
+  ~LogWriter() override;
+  LogWriter(const LogWriter&) = delete;
+  LogWriter& operator=(const LogWriter&) = delete;
+
+  void Start();
+  // Writes what is dirty, completes every ticket, stops the thread. Idempotent.
+  void Stop();
+
+  void MarkDirty(std::shared_ptr<Partition> partition) override;
+
+  // A ticket for everything appended before this call.
+  uint64_t Ticket();
+  // Calls done (from the flusher thread, or at once) when the ticket's batch is durable,
+  // with the error if it could not be made durable.
+  void WhenDurable(uint64_t ticket, std::function<void(const Status&)> done);
+  // Ticket + wait: for tests, shutdown and tools.
+  Status Sync();
+  // OK, or the error that stopped the writer.
+  Status health() const;
+
+  struct Stats {
+    uint64_t batches = 0;
+    uint64_t pages = 0;
+    uint64_t syncs = 0;
+    uint64_t files_removed = 0;
+    uint64_t busy_us = 0;  // time spent writing and syncing
+    uint64_t checkpoints = 0;
+  };
+  Stats stats() const;
+
+ private:
+  struct Waiter {
+    uint64_t ticket;
+    std::function<void(const Status&)> done;
+  };
+  struct SegmentFile {
+    std::unique_ptr<File> file;
+    uint64_t allocated = 0;  // bytes the file holds (zero-filled ahead of the writes)
+  };
+  struct PartitionFiles {
+    bool dir_made = false;
+    std::map<uint32_t, SegmentFile> segments;
+  };
+
+  void Run();
+  // Writes one batch; returns the first error.
+  Status WriteBatch(std::vector<DirtyPages>* batch);
+  Status FileFor(const PartitionId& id, uint32_t segment, SegmentFile** out,
+                 std::vector<std::string>* new_dirs);
+  // Zero-fills the file ahead of a write ending at `end`, a chunk at a time: overwriting
+  // allocated blocks lets fdatasync skip the file-system journal (the file size does not
+  // change), which is most of its cost on ext4.
+  Status Preallocate(SegmentFile* f, uint64_t end);
+  Status Checkpoint();
+  bool CheckpointDue() const;
+  std::string PartitionDir(const PartitionId& id) const;
+
+  Env* const env_;
+  const std::string dir_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool started_ = false;
+  Status failed_;
+  uint64_t next_gen_ = 1;  // the batch a ticket taken now waits for
+  std::unordered_map<Partition*, std::shared_ptr<Partition>> dirty_;
+  std::deque<Waiter> waiters_;  // ticket order
+  Stats stats_;
+  std::thread thread_;
+
+  // Flusher thread only.
+  std::unique_ptr<Wal> wal_;
+  std::map<PartitionId, PartitionFiles> files_;
+  SyncPool sync_pool_{3};
+  // The latest image of every page changed since the last checkpoint (written to the
+  // segment files at the checkpoint; the log holds their changes until then).
+  struct ImageKey {
+    PartitionId partition;
+    uint32_t segment = 0;
+    uint32_t page_no = 0;
+    auto operator<=>(const ImageKey&) const = default;
+  };
+  std::map<ImageKey, std::string> images_;
+  uint64_t pending_bytes_ = 0;
+  std::vector<std::pair<PartitionId, uint32_t>> retired_;  // to remove at checkpoint
+  std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace ramp::store
