@@ -3,7 +3,7 @@
 
 #include "hashindex/hashindex.hpp"
 #include "rows/access_methods.hpp"
-#include "sql/guc.hpp"
+#include "sqlapi/guc.hpp"
 #include "tableam/tableam.hpp"
 
 extern "C" {

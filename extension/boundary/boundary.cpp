@@ -3,7 +3,7 @@
 #include <new>
 
 #include "boundary/boundary.hpp"
-#include "sql/guc.hpp"
+#include "sqlapi/guc.hpp"
 
 namespace pgramp {
 

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "rows/keys.hpp"
-#include "sql/guc.hpp"
+#include "sqlapi/guc.hpp"
 #include "xact/xact.hpp"
 
 #include "boundary/boundary.hpp"

@@ -15,7 +15,7 @@
 
 #include "ramp/read_session.h"
 #include "rows/keys.hpp"
-#include "sql/guc.hpp"
+#include "sqlapi/guc.hpp"
 #include "xact/session.hpp"
 #include "xact/xact.hpp"
 

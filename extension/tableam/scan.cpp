@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "rows/keys.hpp"
-#include "sql/guc.hpp"
+#include "sqlapi/guc.hpp"
 #include "xact/row_ids.hpp"
 #include "xact/session.hpp"
 #include "xact/xact.hpp"

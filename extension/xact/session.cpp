@@ -6,7 +6,7 @@
 #include <sstream>
 #include <vector>
 
-#include "sql/guc.hpp"
+#include "sqlapi/guc.hpp"
 #include "xact/session.hpp"
 
 #include "boundary/boundary.hpp"

@@ -7,7 +7,7 @@
 #include "ramp/hlc.h"
 
 #include "rows/keys.hpp"
-#include "sql/guc.hpp"
+#include "sqlapi/guc.hpp"
 #include "xact/session.hpp"
 #include "xact/xact.hpp"
 

@@ -5,7 +5,7 @@
 #include "ramp/client.h"
 #include "ramp/transport/endpoint.h"
 
-#include "sql/guc.hpp"
+#include "sqlapi/guc.hpp"
 #include "xact/session.hpp"
 #include "xact/xact.hpp"
 

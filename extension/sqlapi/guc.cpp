@@ -6,7 +6,7 @@
 #include "ramp/transport/endpoint.h"
 
 #include "boundary/pg.hpp"
-#include "sql/guc.hpp"
+#include "sqlapi/guc.hpp"
 
 namespace pgramp::guc {
 
