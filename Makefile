@@ -45,6 +45,8 @@ cmake-build: cmake-configure
 
 unit-check: cmake-build
 	scripts/check-meta.py
+	scripts/check-architecture.py --self-test
+	scripts/check-architecture.py
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
 # libFuzzer targets (clang, ASan+UBSan): a short smoke run; scripts/fuzz.sh N runs longer.
