@@ -76,6 +76,11 @@ Status Server::Init(const ServerOptions& options) {
   ctx_.store = store_.get();
   ctx_.directory = directory_.get();
   ctx_.locks = &locks_;
+  // COMMITs are acknowledged before their sync (request_durability.cpp): a transaction the
+  // log holds prepared and undecided may have been committed and seen. Reads of its
+  // partitions wait until it is resolved (in_doubt.h; TerminationLoop does it).
+  in_doubt_.Add(store_->PendingOlderThan(UINT64_MAX));
+  ctx_.in_doubt = &in_doubt_;
   ctx_.clock = &clock_;
   ctx_.cluster = &cluster_;
   ctx_.self = self;
@@ -99,6 +104,12 @@ Status Server::Init(const ServerOptions& options) {
   for (const auto& e : endpoints()) eps.append(" ").append(e.ToString());
   RAMP_INFO("node %u of %zu listening on%s (%d workers, %zu MiB page memory)", self,
             cluster_.nodes.size(), eps.c_str(), options.workers, options.memory_bytes >> 20);
+  if (!in_doubt_.empty()) {
+    RAMP_INFO(
+        "%zu prepared transaction(s) found in doubt at restart: reads of their "
+        "partitions wait until they are resolved with their siblings",
+        in_doubt_.size());
+  }
   return Status::OK();
 }
 
@@ -164,10 +175,41 @@ void Server::TerminationLoop() {
   co.connect_timeout_ms = co.timeout_ms;
   Terminator terminator(store_.get(), co, options_.txn_timeout_ms);
   const int interval = std::max(100, std::min(1000, options_.txn_timeout_ms / 4));
+  // While transactions recovered prepared are in doubt, they are asked about often: reads
+  // of their partitions wait for it. A sibling that is down keeps only those partitions
+  // unreadable (logged every few seconds), never the whole server.
+  constexpr int kInDoubtIntervalMs = 50;
+  constexpr uint64_t kInDoubtLogMs = 5000;
+  const uint64_t in_doubt_since = SteadyMs();
+  uint64_t in_doubt_logged = in_doubt_since;
   while (!stop_.load()) {
+    if (!in_doubt_.empty()) {
+      std::string why;
+      for (const store::PendingTxn& txn : in_doubt_.Snapshot()) {
+        if (stop_.load()) break;
+        if (terminator.ResolveRecovered(txn, &why)) {
+          in_doubt_.Resolved(txn.ts, txn.partition);
+        }
+      }
+      const uint64_t now = SteadyMs();
+      if (in_doubt_.empty()) {
+        RAMP_INFO(
+            "every transaction in doubt at restart is resolved (%llu ms): all "
+            "partitions serve reads",
+            static_cast<unsigned long long>(now - in_doubt_since));
+      } else if (now - in_doubt_logged >= kInDoubtLogMs) {
+        in_doubt_logged = now;
+        RAMP_WARN(
+            "%zu transaction(s) found prepared at restart still in doubt after %llu ms, "
+            "reads of their partitions are refused (last reason: %s)",
+            in_doubt_.size(), static_cast<unsigned long long>(now - in_doubt_since), why.c_str());
+      }
+    }
     {
       std::unique_lock lock(gc_mu_);
-      gc_cv_.wait_for(lock, std::chrono::milliseconds(interval), [this] { return stop_.load(); });
+      gc_cv_.wait_for(lock,
+                      std::chrono::milliseconds(in_doubt_.empty() ? interval : kInDoubtIntervalMs),
+                      [this] { return stop_.load(); });
     }
     if (stop_.load()) break;
     // The store's clock (steady milliseconds) dates prepared transactions.

@@ -4,8 +4,8 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +15,7 @@
 #include "ramp/transport/transport.h"
 #include "server/cluster_config.h"
 #include "server/directory.h"
+#include "server/in_doubt.h"
 #include "server/lock_table.h"
 #include "server/page_service.h"
 #include "server/server_context.h"
@@ -75,6 +76,7 @@ class Server {
   std::unique_ptr<Directory> directory_;
   std::unique_ptr<PageService> pages_;
   LockTable locks_;
+  InDoubt in_doubt_;
   HybridClock clock_;
   ServerContext ctx_;
   std::vector<std::unique_ptr<transport::Listener>> listeners_;

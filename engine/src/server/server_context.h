@@ -22,12 +22,14 @@ struct Limits {
 };
 
 class PageService;
+class InDoubt;
 
 struct ServerContext {
   store::Store* store = nullptr;
   PageService* pages = nullptr;  // remote page I/O (null: READ_PAGES is refused)
   Directory* directory = nullptr;
   LockTable* locks = nullptr;
+  InDoubt* in_doubt = nullptr;  // recovered transactions still undecided (in_doubt.h)
   HybridClock* clock = nullptr;
   const ClusterConfig* cluster = nullptr;
   uint32_t self = 0;

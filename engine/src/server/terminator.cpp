@@ -4,6 +4,7 @@
 
 #include "client/client_impl.h"
 #include "protocol/messages.h"
+#include "ramp/hlc.h"
 #include "ramp/log.h"
 
 namespace ramp::server {
@@ -46,7 +47,7 @@ Status Terminator::Ask(const Timestamp& ts, const std::vector<PartitionId>& part
   return Status::OK();
 }
 
-Status Terminator::Decide(const store::PendingTxn& txn, Outcome* out) {
+Status Terminator::Decide(const store::PendingTxn& txn, bool commit_if_all_prepared, Outcome* out) {
   *out = Outcome::kLater;
   std::vector<PartitionId> others;
   for (const auto& p : txn.siblings) {
@@ -68,7 +69,7 @@ Status Terminator::Decide(const store::PendingTxn& txn, Outcome* out) {
     }
   }
   if (all_prepared) {
-    *out = Outcome::kCommit;
+    if (commit_if_all_prepared) *out = Outcome::kCommit;
     return Status::OK();
   }
   // Some sibling never saw the PREPARE: fence it there, then it can never commit.
@@ -87,30 +88,63 @@ Status Terminator::Decide(const store::PendingTxn& txn, Outcome* out) {
   return Status::OK();  // the PREPAREs arrived meanwhile: ask again next round
 }
 
+bool Terminator::Apply(const store::PendingTxn& txn, Outcome outcome, const char* why) {
+  const std::vector<PartitionId> here{txn.partition};
+  Status st;
+  if (outcome == Outcome::kCommit) st = store_->Commit(txn.ts, here);
+  if (outcome == Outcome::kAbort) st = store_->Abort(txn.ts, here);
+  if (outcome != Outcome::kLater && st.ok()) st = store_->SyncLog();
+  if (outcome == Outcome::kLater || !st.ok()) return false;
+  RAMP_INFO("termination: %s %s in %s (%s)", outcome == Outcome::kCommit ? "committed" : "aborted",
+            txn.ts.ToString().c_str(), txn.partition.ToString().c_str(), why);
+  return true;
+}
+
 Terminator::Counts Terminator::RunOnce(uint64_t now_ms) {
   Counts counts;
   if (now_ms < static_cast<uint64_t>(timeout_ms_)) return counts;
   for (const store::PendingTxn& txn : store_->PendingOlderThan(now_ms - timeout_ms_)) {
     Outcome outcome = Outcome::kLater;
-    Status st = Decide(txn, &outcome);
+    Status st = Decide(txn, /*commit_if_all_prepared=*/true, &outcome);
     if (!st.ok()) {
       RAMP_DEBUG("termination of %s in %s postponed: %s", txn.ts.ToString().c_str(),
                  txn.partition.ToString().c_str(), st.ToString().c_str());
     }
-    const std::vector<PartitionId> here{txn.partition};
-    if (outcome == Outcome::kCommit) st = store_->Commit(txn.ts, here);
-    if (outcome == Outcome::kAbort) st = store_->Abort(txn.ts, here);
-    if (outcome != Outcome::kLater && st.ok()) st = store_->SyncLog();
-    if (outcome == Outcome::kLater || !st.ok()) {
+    if (!Apply(txn, outcome, "its client left it prepared")) {
       ++counts.undecided;
       continue;
     }
-    RAMP_INFO("termination: %s %s in %s (its client left it prepared)",
-              outcome == Outcome::kCommit ? "committed" : "aborted", txn.ts.ToString().c_str(),
-              txn.partition.ToString().c_str());
     ++(outcome == Outcome::kCommit ? counts.committed : counts.aborted);
   }
   return counts;
+}
+
+bool Terminator::ResolveRecovered(const store::PendingTxn& txn, std::string* why_not) {
+  // Decided meanwhile (a COMMIT or ABORT of its client, the timeout termination)?
+  if (store_->QueryTxn(txn.ts, txn.partition, false) != store::TxnState::kPrepared) return true;
+  // The timestamp's physical part (milliseconds << 16) dates the transaction; the clocks of
+  // a cluster are close, and a clock ahead only makes us wait longer.
+  const uint64_t age_ms = ((HybridClock::PhysicalNow() >> 16) > (txn.ts.time >> 16))
+                              ? (HybridClock::PhysicalNow() >> 16) - (txn.ts.time >> 16)
+                              : 0;
+  const bool old_enough = age_ms >= static_cast<uint64_t>(timeout_ms_);
+  Outcome outcome = Outcome::kLater;
+  Status st = Decide(txn, old_enough, &outcome);
+  if (!st.ok()) {
+    *why_not = st.ToString();
+    return false;
+  }
+  if (outcome == Outcome::kLater) {
+    *why_not = old_enough ? "a PREPARE arrived while we asked"
+                          : "every sibling holds it prepared: waiting until it is older than "
+                            "--txn-timeout-ms (its client may still abort it)";
+    return false;
+  }
+  if (!Apply(txn, outcome, "found prepared at restart")) {
+    *why_not = "the decision could not be written";
+    return false;
+  }
+  return true;
 }
 
 }  // namespace ramp::server

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "protocol/messages.h"
 #include "ramp/client.h"
@@ -34,9 +35,19 @@ class Terminator {
   // Resolves what has been prepared longer than the timeout.
   Counts RunOnce(uint64_t now_ms);
 
+  // Start-up resolution (in_doubt.h) of one transaction recovered prepared: decided at once
+  // when a sibling committed or aborted it (or never saw it: fenced, then aborted). When
+  // every sibling holds it prepared, it commits only once its timestamp is older than the
+  // termination timeout: until then its client may still abort it (it gave up on the
+  // PREPARE reply that this server's crash swallowed), which the timeout rule excludes.
+  // Returns true when the transaction is decided here (also by someone else meanwhile).
+  bool ResolveRecovered(const store::PendingTxn& txn, std::string* why_not);
+
  private:
   enum class Outcome { kCommit, kAbort, kLater };
-  Status Decide(const store::PendingTxn& txn, Outcome* out);
+  Status Decide(const store::PendingTxn& txn, bool commit_if_all_prepared, Outcome* out);
+  // Applies a decision to the partition (and syncs it); false if that failed.
+  bool Apply(const store::PendingTxn& txn, Outcome outcome, const char* why);
   Status Ask(const Timestamp& ts, const std::vector<PartitionId>& parts, bool fence,
              std::vector<protocol::TxnState>* states);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <future>
 #include <set>
 
@@ -18,6 +19,16 @@ constexpr size_t kMaxOpenFiles = 256;
 constexpr uint32_t kPreallocPages = 32;
 // Page images waiting for the next checkpoint: past this, a checkpoint is due.
 constexpr uint64_t kMaxPendingBytes = uint64_t{64} << 20;
+// Test hook (durability_itest): every batch waits this long before it takes its pages, as
+// a slow disk would, so that a test can kill the server while an acknowledged COMMIT is
+// still in memory only.
+int TestDelayMs() {
+  static const int ms = [] {
+    const char* e = std::getenv("RAMP_TEST_LOG_DELAY_MS");
+    return e == nullptr ? 0 : std::atoi(e);
+  }();
+  return ms;
+}
 }  // namespace
 
 LogWriter::LogWriter(Env* env, std::string dir, std::unique_ptr<Wal> wal)
@@ -141,6 +152,7 @@ void LogWriter::Run() {
     Status st;
     const auto started = std::chrono::steady_clock::now();
     if (!failed) {
+      if (TestDelayMs() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(TestDelayMs()));
       std::vector<DirtyPages> batch(parts.size());
       for (size_t i = 0; i < parts.size(); ++i) parts[i]->TakeDirty(&batch[i]);
       parts.clear();
