@@ -164,7 +164,7 @@ void StreamListener::Admit(UniqueFd sock, int64_t now) {
     }
   }
   if (!refused.empty()) {
-    LogDos("listener " + endpoint_.ToString() + ": refused " + peer + ": " + refused);
+    LogDos(kRefused, "listener " + endpoint_.ToString() + ": refused " + peer + ": " + refused);
     // Tell the peer why (best effort, never waits), then close.
     ControlChannel channel(sock.get(), peer);
     std::vector<uint8_t> payload;
@@ -182,8 +182,8 @@ void StreamListener::Admit(UniqueFd sock, int64_t now) {
   ev.data.u64 = id;
   if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, p->sock.get(), &ev) != 0) {
     Status s = Status::FromErrno("epoll_ctl", errno);
-    LogDos("listener " + endpoint_.ToString() + ": connection from " + p->peer +
-           " failed: " + s.ToString());
+    LogDos(kFailed, "listener " + endpoint_.ToString() + ": connection from " + p->peer +
+                        " failed: " + s.ToString());
     return;
   }
   if (!p->source.empty()) per_source_[p->source]++;
@@ -209,10 +209,11 @@ bool StreamListener::EvictForFairness(const std::string& source) {
   for (const auto& [deadline, id] : expiry_) {
     auto it = pending_.find(id);
     if (it == pending_.end() || it->second->source != busiest) continue;
-    LogDos("listener " + endpoint_.ToString() + ": dropped " + it->second->peer +
-           " (handshake not finished) to admit " + (source.empty() ? "a peer" : source) + ": " +
-           std::to_string(pending_.size()) + " connections are handshaking, the limit, and " +
-           busiest + " holds the most (" + std::to_string(most) + ")");
+    LogDos(kDropped,
+           "listener " + endpoint_.ToString() + ": dropped " + it->second->peer +
+               " (handshake not finished) to admit " + (source.empty() ? "a peer" : source) + ": " +
+               std::to_string(pending_.size()) + " connections are handshaking, the limit, and " +
+               busiest + " holds the most (" + std::to_string(most) + ")");
     Remove(id);
     return true;
   }
@@ -250,8 +251,8 @@ void StreamListener::Drive(Pending* p) {
     std::unique_ptr<Connection> conn;
     s = set_up_(std::move(taken->sock), &taken->channel, taken->peer, options_, memory_, &conn);
     if (!s.ok()) {
-      LogDos("listener " + endpoint_.ToString() + ": connection from " + taken->peer +
-             " failed: " + s.ToString());
+      LogDos(kFailed, "listener " + endpoint_.ToString() + ": connection from " + taken->peer +
+                          " failed: " + s.ToString());
       conn.reset();
     }
     ready_.push_back({std::move(s), std::move(conn)});
@@ -263,8 +264,8 @@ void StreamListener::Finish(uint64_t id, Status status, std::unique_ptr<Connecti
   std::unique_ptr<Pending> p = Remove(id);
   if (!status.ok() && !status.Is(Status::Code::kPermissionDenied) && p != nullptr) {
     // PermissionDenied was logged by the handshake; the listener stays usable either way.
-    LogDos("listener " + endpoint_.ToString() + ": connection from " + p->peer +
-           " failed: " + status.ToString());
+    LogDos(kFailed, "listener " + endpoint_.ToString() + ": connection from " + p->peer +
+                        " failed: " + status.ToString());
   }
   ready_.push_back({std::move(status), std::move(conn)});
 }
@@ -296,32 +297,35 @@ void StreamListener::ExpireDue(int64_t now) {
     Status t = Status::Timeout("peer " + p->peer + " did not finish the handshake within " +
                                std::to_string(timeout_ms_) + " ms (waiting for " +
                                p->auth.awaiting() + ")");
-    LogDos("listener " + endpoint_.ToString() + ": dropped " + p->peer +
-           ": handshake not finished within " + std::to_string(timeout_ms_) + " ms (waiting for " +
-           p->auth.awaiting() + ")");
+    LogDos(kDropped, "listener " + endpoint_.ToString() + ": dropped " + p->peer +
+                         ": handshake not finished within " + std::to_string(timeout_ms_) +
+                         " ms (waiting for " + p->auth.awaiting() + ")");
     Remove(id);
     ready_.push_back({std::move(t), nullptr});
   }
-  if (log_suppressed_ > 0 && now - log_window_ms_ >= 1000) LogDos(std::string());
+  for (LogKind k : {kRefused, kDropped, kFailed}) {
+    if (log_suppressed_[k] > 0 && now - log_window_ms_[k] >= 1000) LogDos(k, std::string());
+  }
 }
 
-void StreamListener::LogDos(const std::string& line) {
+void StreamListener::LogDos(LogKind kind, const std::string& line) {
+  static const char* const kWhat[] = {"refused", "dropped", "failed"};
   const int64_t now = NowMs();
-  if (now - log_window_ms_ >= 1000) {
-    if (log_suppressed_ > 0) {
-      RAMP_WARN("listener %s: %llu more refused, dropped or failed connections not logged",
-                endpoint_.ToString().c_str(), static_cast<unsigned long long>(log_suppressed_));
+  if (now - log_window_ms_[kind] >= 1000) {
+    if (log_suppressed_[kind] > 0) {
+      RAMP_WARN("listener %s: %llu more connections %s, not logged", endpoint_.ToString().c_str(),
+                static_cast<unsigned long long>(log_suppressed_[kind]), kWhat[kind]);
     }
-    log_window_ms_ = now;
-    log_lines_ = 0;
-    log_suppressed_ = 0;
+    log_window_ms_[kind] = now;
+    log_lines_[kind] = 0;
+    log_suppressed_[kind] = 0;
   }
   if (line.empty()) return;
-  if (log_lines_ < kDosLinesPerSecond) {
-    log_lines_++;
+  if (log_lines_[kind] < kDosLinesPerSecond) {
+    log_lines_[kind]++;
     RAMP_WARN("%s", line.c_str());
   } else {
-    log_suppressed_++;
+    log_suppressed_[kind]++;
   }
 }
 

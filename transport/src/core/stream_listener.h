@@ -8,8 +8,8 @@
 // (TransportOptions::max_pending_handshakes*): an excess one is refused at once, except that
 // when the total is reached a source with fewer pending handshakes than the busiest one
 // takes the place of the busiest source's oldest (so that one source cannot keep others
-// out). Refusals and deadline drops are logged with the peer (at most 20 lines a second,
-// then a count of those suppressed).
+// out). Refusals and deadline drops are logged with the peer (at most 20 lines a second of
+// each kind, then a count of those suppressed).
 #pragma once
 
 #include <cstdint>
@@ -89,8 +89,9 @@ class StreamListener final : public Listener {
   std::unique_ptr<Pending> Remove(uint64_t id);
   void ExpireDue(int64_t now);
   void PauseAccepting(int64_t until_ms);
-  // Refusals and drops: rate-limited warnings.
-  void LogDos(const std::string& line);
+  // Refusals, drops and failures: warnings, each kind rate-limited on its own.
+  enum LogKind { kRefused = 0, kDropped = 1, kFailed = 2 };
+  void LogDos(LogKind kind, const std::string& line);
 
   UniqueFd fd_;
   UniqueFd epoll_;
@@ -113,9 +114,9 @@ class StreamListener final : public Listener {
   std::deque<Result> ready_;
   bool accepting_ = true;
   int64_t paused_until_ms_ = 0;
-  int64_t log_window_ms_ = 0;
-  int log_lines_ = 0;
-  uint64_t log_suppressed_ = 0;
+  int64_t log_window_ms_[3] = {0, 0, 0};
+  int log_lines_[3] = {0, 0, 0};
+  uint64_t log_suppressed_[3] = {0, 0, 0};
 };
 
 }  // namespace ramp::transport::detail
