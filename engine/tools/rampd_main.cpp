@@ -1,8 +1,10 @@
 // rampd: the pg_ramp partition server.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -35,6 +37,13 @@ Serves pg_ramp partitions: RAMP-Fast transactions, one-sided reads, page I/O.
   --txn-timeout-ms N  a transaction left prepared this long is resolved by the servers
                       (termination protocol; default 30000, must exceed client timeouts)
   --max-connections N (default 1024)
+  --handshake-timeout-ms N  a connection that has not authenticated within this is closed
+                      and logged (default 3000)
+  --max-pending-handshakes N  connections still authenticating, at most (default 512);
+                      beyond it new ones are refused and logged, except that a source
+                      address with fewer of them takes the place of the busiest source's
+                      oldest
+  --max-pending-handshakes-per-source N  the same from one source address (tcp; default 64)
   --max-value-kb N    largest value accepted (default 32768)
   --page-dir DIR      page files of remote page I/O (default none: every page is served
                       from memory)
@@ -66,11 +75,15 @@ int Fail(const ramp::Status& s) {
 
 int main(int argc, char** argv) {
   using namespace ramp;
+  // One name a line would be longer than the usage text.
+  // clang-format off
   tools::Flags flags(
       {"listen", "cluster", "node", "token-file", "data", "workers", "memory-mb", "ring-kb",
        "gc-grace-ms", "txn-timeout-ms", "max-connections", "max-value-kb", "log-level", "config",
-       "page-dir", "memory-budget-mb", "io-workers", "page-io", "debug-page-fault"},
+       "page-dir", "memory-budget-mb", "io-workers", "page-io", "debug-page-fault",
+       "handshake-timeout-ms", "max-pending-handshakes", "max-pending-handshakes-per-source"},
       {"help", "page-direct-io", "no-io-uring"});
+  // clang-format on
   Status st = flags.Parse(argc, argv);
   if (!st.ok()) return Fail(st);
   if (flags.Has("help")) {
@@ -118,6 +131,14 @@ int main(int argc, char** argv) {
   o.txn_timeout_ms = static_cast<int>(v);
   if (!(st = flags.GetInt("max-connections", 1024, 1, 1 << 20, &v)).ok()) return Fail(st);
   o.limits.max_connections = static_cast<size_t>(v);
+  if (!(st = flags.GetInt("handshake-timeout-ms", 3000, 10, 600000, &v)).ok()) return Fail(st);
+  o.handshake_timeout_ms = static_cast<int>(v);
+  if (!(st = flags.GetInt("max-pending-handshakes", 512, 1, 1 << 20, &v)).ok()) return Fail(st);
+  o.max_pending_handshakes = static_cast<size_t>(v);
+  if (!(st = flags.GetInt("max-pending-handshakes-per-source", 64, 1, 1 << 20, &v)).ok()) {
+    return Fail(st);
+  }
+  o.max_pending_handshakes_per_source = static_cast<size_t>(v);
   if (!(st = flags.GetInt("max-value-kb", 32768, 1, 1 << 20, &v)).ok()) return Fail(st);
   o.limits.max_value_bytes = static_cast<size_t>(v) << 10;
   o.data_dir = flags.Get("data");
@@ -172,6 +193,14 @@ int main(int argc, char** argv) {
     if (!dir.empty() && stat(dir.c_str(), &sb) != 0 && mkdir(dir.c_str(), 0700) != 0) {
       return Fail(Status::FromErrno("cannot create directory " + dir, errno));
     }
+  }
+
+  // Connections, pending handshakes and shared-memory segments are descriptors: take what
+  // the hard limit allows.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = std::min<rlim_t>(files.rlim_max, rlim_t{1} << 20);
+    if (setrlimit(RLIMIT_NOFILE, &files) != 0) RAMP_DEBUG("cannot raise RLIMIT_NOFILE");
   }
 
   // Signals go to this thread only (sigwait below); every other thread inherits the mask.

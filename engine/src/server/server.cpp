@@ -39,6 +39,9 @@ Status Server::Init(const ServerOptions& options) {
   topts.token = options.token;
   topts.ring_bytes = options.ring_bytes;
   topts.responder_thread = true;
+  topts.pending_handshake_timeout_ms = options.handshake_timeout_ms;
+  topts.max_pending_handshakes = options.max_pending_handshakes;
+  topts.max_pending_handshakes_per_source = options.max_pending_handshakes_per_source;
   for (const auto& ep : options.listen) {
     std::unique_ptr<transport::Listener> l;
     Status st = transport::Listen(ep, topts, memory_, &l);

@@ -40,6 +40,11 @@ struct ServerOptions {
   // (terminator.h). Must exceed the clients' request timeout.
   int txn_timeout_ms = 30000;
   Limits limits;
+  // Connections that have not authenticated yet (TransportOptions): closed after this long,
+  // refused beyond these many in total and from one source address.
+  int handshake_timeout_ms = 3000;
+  size_t max_pending_handshakes = 512;
+  size_t max_pending_handshakes_per_source = 64;
   // Remote page I/O: page files (empty: none) and the page-read service.
   std::string page_dir;
   bool page_direct_io = false;

@@ -175,6 +175,29 @@ Status ControlChannel::TryReceive(ControlMessage* out, bool* got) {
   }
 }
 
+Status ControlChannel::Fill(bool* whole) {
+  *whole = false;
+  for (;;) {
+    const size_t avail = buf_.size() - head_;
+    if (avail >= wire::kHeaderBytes) {
+      uint8_t type = 0;
+      uint32_t len = 0;
+      Status s = wire::DecodeHeader(buf_.data() + head_, max_payload_, &type, &len);
+      if (!s.ok()) return s.Annotate("control message from " + peer_);
+      if (avail >= wire::kHeaderBytes + len) {
+        *whole = true;
+        return Status::OK();
+      }
+    }
+    if (eof_) return Status::Unavailable("peer " + peer_ + " closed the connection");
+    bool eof = false;
+    bool read_any = false;
+    RAMP_RETURN_IF_ERROR(ReadSome(&eof, &read_any));
+    if (eof) eof_ = true;
+    if (!read_any && !eof) return Status::OK();
+  }
+}
+
 Status ControlChannel::Receive(ControlMessage* out, const Deadline& deadline, const WaitHook& hook,
                                const std::string& what) {
   for (;;) {

@@ -57,6 +57,9 @@ class ControlChannel final : public MessageChannel {
   // closed the socket and every buffered message was taken; Corruption for a malformed
   // stream.
   Status TryReceive(ControlMessage* out, bool* got);
+  // Non-blocking: reads what the socket holds; *whole says whether a whole message is
+  // buffered (not taken). Errors as TryReceive.
+  Status Fill(bool* whole);
   // Takes n file descriptors received so far (in arrival order); Corruption when fewer
   // arrived (the peer announced fds it did not send).
   Status TakeFds(size_t n, std::vector<UniqueFd>* out) override;
@@ -70,6 +73,8 @@ class ControlChannel final : public MessageChannel {
   }
 
   int fd() const { return fd_; }
+  // The largest payload accepted (a listener keeps it small until the peer authenticated).
+  void set_max_payload(size_t n) { max_payload_ = n; }
   const std::string& peer() const override { return peer_; }
 
  private:

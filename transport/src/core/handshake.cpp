@@ -77,77 +77,142 @@ Status ClientHandshake(MessageChannel* channel, const HandshakeParams& params) {
   return Unexpected(m, "AUTH_OK", peer);
 }
 
-Status ServerHandshake(MessageChannel* channel, const HandshakeParams& params) {
-  const std::string& peer = channel->peer();
-  ControlMessage m;
-  RAMP_RETURN_IF_ERROR(channel->Receive(&m, params.deadline, params.hook, "HELLO"));
+namespace {
+
+void ErrorReply(const Status& s, AuthReply* reply) {
+  reply->present = true;
+  reply->type = wire::Type::kError;
+  reply->payload.clear();
+  wire::EncodeReason(s.code(), s.message(), &reply->payload);
+}
+
+}  // namespace
+
+const char* ServerAuth::awaiting() const {
+  switch (state_) {
+    case State::kHello:
+      return "HELLO";
+    case State::kProof:
+      return "the client's proof";
+    case State::kDone:
+      break;
+  }
+  return "SETUP";
+}
+
+Status ServerAuth::OnMessage(const ControlMessage& m, AuthReply* reply, bool* done) {
+  reply->present = false;
+  *done = false;
+  switch (state_) {
+    case State::kHello:
+      return OnHello(m, reply);
+    case State::kProof: {
+      Status s = OnProof(m, reply);
+      *done = s.ok();
+      return s;
+    }
+    case State::kDone:
+      break;
+  }
+  return Status::Internal("handshake with " + peer_ + " is already complete");
+}
+
+Status ServerAuth::OnHello(const ControlMessage& m, AuthReply* reply) {
   if (m.type != static_cast<uint8_t>(wire::Type::kHello)) {
-    Status s = Status::Corruption("peer " + peer + " did not start with HELLO (type " +
+    Status s = Status::Corruption("peer " + peer_ + " did not start with HELLO (type " +
                                   std::to_string(m.type) + ")");
-    SendError(channel, s);
+    ErrorReply(s, reply);
     return s;
   }
   wire::Hello hello;
   Status s = wire::DecodeHello(m.payload.data(), m.payload.size(), &hello);
   if (!s.ok()) {
-    s = s.Annotate("peer " + peer);
-    SendError(channel, s);
+    s = s.Annotate("peer " + peer_);
+    ErrorReply(s, reply);
     return s;
   }
   if (hello.version != wire::kProtocolVersion) {
     s = Status::NotSupported("transport protocol version " + std::to_string(hello.version) +
                              " not supported (this side speaks " +
                              std::to_string(wire::kProtocolVersion) + ")");
-    SendError(channel, s);
-    return s.Annotate("peer " + peer);
+    ErrorReply(s, reply);
+    return s.Annotate("peer " + peer_);
   }
-  if (hello.provider != static_cast<uint8_t>(params.provider)) {
+  if (hello.provider != static_cast<uint8_t>(provider_)) {
     s = Status::InvalidArgument("provider " + std::to_string(hello.provider) + " asked of a " +
-                                ProviderName(params.provider) + " listener");
-    SendError(channel, s);
-    return s.Annotate("peer " + peer);
+                                ProviderName(provider_) + " listener");
+    ErrorReply(s, reply);
+    return s.Annotate("peer " + peer_);
   }
-
+  client_nonce_ = hello.client_nonce;
   wire::Challenge challenge;
   RandomNonce(&challenge.server_nonce);
-  challenge.server_proof =
-      Proof(params.token, kServerRole, hello.client_nonce, challenge.server_nonce);
-  std::vector<uint8_t> payload;
-  wire::EncodeChallenge(challenge, &payload);
-  RAMP_RETURN_IF_ERROR(
-      channel->Send(wire::Type::kChallenge, payload, params.deadline, params.hook));
+  server_nonce_ = challenge.server_nonce;
+  challenge.server_proof = Proof(token_, kServerRole, client_nonce_, server_nonce_);
+  reply->present = true;
+  reply->type = wire::Type::kChallenge;
+  reply->payload.clear();
+  wire::EncodeChallenge(challenge, &reply->payload);
+  state_ = State::kProof;
+  return Status::OK();
+}
 
-  RAMP_RETURN_IF_ERROR(channel->Receive(&m, params.deadline, params.hook, "the client's proof"));
+Status ServerAuth::OnProof(const ControlMessage& m, AuthReply* reply) {
   if (m.type == static_cast<uint8_t>(wire::Type::kAuthAbort)) {
     RAMP_WARN("peer %s rejected: cluster token mismatch (it could not verify our proof)",
-              peer.c_str());
-    return Status::PermissionDenied("peer " + peer +
+              peer_.c_str());
+    return Status::PermissionDenied("peer " + peer_ +
                                     " rejected: cluster token mismatch (it could not verify "
                                     "our proof)");
   }
   if (m.type != static_cast<uint8_t>(wire::Type::kProof)) {
-    s = Unexpected(m, "PROOF", peer);
-    SendError(channel, s);
+    Status s = Unexpected(m, "PROOF", peer_);
+    ErrorReply(s, reply);
     return s;
   }
   Digest proof;
-  s = wire::DecodeProof(m.payload.data(), m.payload.size(), &proof);
+  Status s = wire::DecodeProof(m.payload.data(), m.payload.size(), &proof);
   if (!s.ok()) {
-    s = s.Annotate("peer " + peer);
-    SendError(channel, s);
+    s = s.Annotate("peer " + peer_);
+    ErrorReply(s, reply);
     return s;
   }
-  const Digest expected =
-      Proof(params.token, kClientRole, hello.client_nonce, challenge.server_nonce);
+  const Digest expected = Proof(token_, kClientRole, client_nonce_, server_nonce_);
   if (!DigestEqual(expected, proof)) {
-    payload.clear();
-    wire::EncodeReason(Status::Code::kPermissionDenied, "cluster token mismatch", &payload);
-    (void)channel->Send(wire::Type::kAuthFailed, payload, params.deadline, params.hook);
-    RAMP_WARN("peer %s rejected: cluster token mismatch", peer.c_str());
-    return Status::PermissionDenied("peer " + peer + " rejected: cluster token mismatch");
+    reply->present = true;
+    reply->type = wire::Type::kAuthFailed;
+    reply->payload.clear();
+    wire::EncodeReason(Status::Code::kPermissionDenied, "cluster token mismatch", &reply->payload);
+    RAMP_WARN("peer %s rejected: cluster token mismatch", peer_.c_str());
+    return Status::PermissionDenied("peer " + peer_ + " rejected: cluster token mismatch");
   }
-  payload.clear();
-  return channel->Send(wire::Type::kAuthOk, payload, params.deadline, params.hook);
+  reply->present = true;
+  reply->type = wire::Type::kAuthOk;
+  reply->payload.clear();
+  state_ = State::kDone;
+  return Status::OK();
+}
+
+Status ServerHandshake(MessageChannel* channel, const HandshakeParams& params) {
+  ServerAuth auth(params.provider, params.token, channel->peer());
+  for (;;) {
+    ControlMessage m;
+    RAMP_RETURN_IF_ERROR(channel->Receive(&m, params.deadline, params.hook, auth.awaiting()));
+    AuthReply reply;
+    bool done = false;
+    Status s = auth.OnMessage(m, &reply, &done);
+    if (!s.ok()) {
+      // A goodbye: best effort, it must not hold up the caller.
+      if (reply.present) {
+        (void)channel->Send(reply.type, reply.payload, Deadline::After(100), nullptr);
+      }
+      return s;
+    }
+    if (reply.present) {
+      RAMP_RETURN_IF_ERROR(channel->Send(reply.type, reply.payload, params.deadline, params.hook));
+    }
+    if (done) return Status::OK();
+  }
 }
 
 Status ExchangeSetup(MessageChannel* channel, const wire::Setup& mine, const int* fds, int nfds,

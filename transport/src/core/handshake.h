@@ -19,6 +19,7 @@
 #include "core/fd.h"
 #include "core/wire.h"
 #include "ramp/status.h"
+#include "ramp/transport/auth.h"
 #include "ramp/transport/endpoint.h"
 
 namespace ramp::transport::detail {
@@ -33,6 +34,43 @@ struct HandshakeParams {
 Status ClientHandshake(MessageChannel* channel, const HandshakeParams& params);
 // Logs the rejection of a peer without the token.
 Status ServerHandshake(MessageChannel* channel, const HandshakeParams& params);
+
+// A message the server's side of the handshake wants sent.
+struct AuthReply {
+  bool present = false;
+  wire::Type type = wire::Type::kError;
+  std::vector<uint8_t> payload;
+};
+
+// The server's side of the authentication (HELLO .. AUTH_OK) as a state machine that takes
+// one message at a time and never waits: a listener drives many of them from one thread
+// (stream_listener.cpp), ServerHandshake drives one with blocking reads. Same messages on the
+// wire either way.
+class ServerAuth {
+ public:
+  ServerAuth(Provider provider, std::string token, std::string peer)
+      : provider_(provider), token_(std::move(token)), peer_(std::move(peer)) {}
+  // Feeds the client's next message. *reply, when present, is to be sent: on OK it is the
+  // next step (CHALLENGE, AUTH_OK; send failures end the handshake), on an error a
+  // best-effort goodbye (ERROR, AUTH_FAILED). *done once the peer proved the token (the reply
+  // is AUTH_OK). Logs the rejection of a peer without the token.
+  Status OnMessage(const ControlMessage& m, AuthReply* reply, bool* done);
+  // The message awaited next (for Timeout messages).
+  const char* awaiting() const;
+  bool authenticated() const { return state_ == State::kDone; }
+
+ private:
+  enum class State { kHello, kProof, kDone };
+  Status OnHello(const ControlMessage& m, AuthReply* reply);
+  Status OnProof(const ControlMessage& m, AuthReply* reply);
+
+  Provider provider_;
+  std::string token_;
+  std::string peer_;
+  State state_ = State::kHello;
+  Nonce client_nonce_{};
+  Nonce server_nonce_{};
+};
 
 // Sends our SETUP (with fds, shm) and receives the peer's (taking expect_fds descriptors).
 Status ExchangeSetup(MessageChannel* channel, const wire::Setup& mine, const int* fds, int nfds,

@@ -55,24 +55,43 @@ Status ShmConnection::Establish(UniqueFd sock, const std::string& peer, bool ser
                          Deadline::After(options.handshake_timeout_ms), options.wait_hook};
   RAMP_RETURN_IF_ERROR(server ? ServerHandshake(&c->channel_, params)
                               : ClientHandshake(&c->channel_, params));
+  RAMP_RETURN_IF_ERROR(c->SetUp(params));
+  *out = std::move(c);
+  return Status::OK();
+}
+
+Status ShmConnection::SetUpAccepted(UniqueFd sock, ControlChannel* channel, const std::string& peer,
+                                    const TransportOptions& options, std::shared_ptr<Memory> memory,
+                                    std::unique_ptr<Connection>* out) {
+  RAMP_RETURN_IF_ERROR(ValidateOptions(options));
+  std::unique_ptr<ShmConnection> c(
+      new ShmConnection(options, std::move(memory), std::move(sock), peer));
+  // Same socket: what the listener buffered (the peer's SETUP, its descriptors) comes along.
+  c->channel_ = std::move(*channel);
+  HandshakeParams params{Provider::kShm, options.token,
+                         Deadline::After(options.handshake_timeout_ms), options.wait_hook};
+  RAMP_RETURN_IF_ERROR(c->SetUp(params));
+  *out = std::move(c);
+  return Status::OK();
+}
+
+Status ShmConnection::SetUp(const HandshakeParams& params) {
   // Authenticated: only now is memory allocated and its handle revealed.
-  RAMP_RETURN_IF_ERROR(c->InitLocal());
+  RAMP_RETURN_IF_ERROR(InitLocal());
   wire::Setup mine;
-  mine.ring_bytes = c->block_.ring_bytes();
-  mine.max_message_bytes = options.max_message_bytes;
-  mine.block = c->block_.region();
-  mine.block_segment_id = c->block_.segment_id();
+  mine.ring_bytes = block_.ring_bytes();
+  mine.max_message_bytes = options_.max_message_bytes;
+  mine.block = block_.region();
+  mine.block_segment_id = block_.segment_id();
   mine.block_segment_offset = 0;
   Segment seg;
   std::shared_ptr<const void> pin;
-  RAMP_RETURN_IF_ERROR(c->memory_->GetSegment(c->block_.segment_id(), &seg, &pin));
-  const int fds[2] = {seg.fd, c->doorbell_.get()};
+  RAMP_RETURN_IF_ERROR(memory_->GetSegment(block_.segment_id(), &seg, &pin));
+  const int fds[2] = {seg.fd, doorbell_.get()};
   wire::Setup theirs;
   std::vector<UniqueFd> their_fds;
-  RAMP_RETURN_IF_ERROR(ExchangeSetup(&c->channel_, mine, fds, 2, 2, params, &theirs, &their_fds));
-  RAMP_RETURN_IF_ERROR(c->AttachShm(theirs, std::move(their_fds)));
-  *out = std::move(c);
-  return Status::OK();
+  RAMP_RETURN_IF_ERROR(ExchangeSetup(&channel_, mine, fds, 2, 2, params, &theirs, &their_fds));
+  return AttachShm(theirs, std::move(their_fds));
 }
 
 Status ShmConnection::AttachShm(const wire::Setup& theirs, std::vector<UniqueFd> fds) {

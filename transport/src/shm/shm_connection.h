@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/control_channel.h"
+#include "core/handshake.h"
 #include "core/ring_connection.h"
 #include "shm/shm_import.h"
 
@@ -26,6 +27,11 @@ class ShmConnection final : public RingConnection {
   static Status Establish(UniqueFd sock, const std::string& peer, bool server,
                           const TransportOptions& options, std::shared_ptr<Memory> memory,
                           std::unique_ptr<Connection>* out);
+  // Set-up of a connection a listener accepted and authenticated (ServerAuth): the channel
+  // holds what the peer sent past AUTH_OK (its SETUP and descriptors).
+  static Status SetUpAccepted(UniqueFd sock, ControlChannel* channel, const std::string& peer,
+                              const TransportOptions& options, std::shared_ptr<Memory> memory,
+                              std::unique_ptr<Connection>* out);
   ~ShmConnection() override;
 
   Provider provider() const override { return Provider::kShm; }
@@ -47,6 +53,7 @@ class ShmConnection final : public RingConnection {
   ShmConnection(const TransportOptions& options, std::shared_ptr<Memory> memory, UniqueFd sock,
                 std::string peer);
   Status AttachShm(const wire::Setup& theirs, std::vector<UniqueFd> fds);
+  Status SetUp(const HandshakeParams& params);
   // Reads every control message waiting on the socket.
   void DrainControl();
   Status HandleControl(const ControlMessage& m);

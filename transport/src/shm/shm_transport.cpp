@@ -73,6 +73,7 @@ std::string AcceptedPeerName(const std::string& path, int fd) {
 Status ShmListen(const Endpoint& endpoint, const TransportOptions& options,
                  std::shared_ptr<Memory> memory, std::unique_ptr<Listener>* out) {
   RAMP_RETURN_IF_ERROR(ValidateOptions(options));
+  RAMP_RETURN_IF_ERROR(ValidateListenOptions(options));
   sockaddr_un addr;
   RAMP_RETURN_IF_ERROR(MakeAddress(endpoint.path, &addr));
   RAMP_RETURN_IF_ERROR(RemoveStaleSocket(endpoint.path, addr));
@@ -89,8 +90,13 @@ Status ShmListen(const Endpoint& endpoint, const TransportOptions& options,
   const std::string path = endpoint.path;
   const ino_t ino = st.st_ino;
   *out = std::make_unique<StreamListener>(
-      std::move(fd), endpoint, options, std::move(memory), ShmConnection::Establish,
-      [path](int s) { return AcceptedPeerName(path, s); },
+      std::move(fd), endpoint, options, std::move(memory), Provider::kShm,
+      // Every peer is a local process that may open the socket file: no per-source bound.
+      [path](int s, std::string* peer, std::string* source) {
+        *peer = AcceptedPeerName(path, s);
+        source->clear();
+      },
+      ShmConnection::SetUpAccepted,
       // Remove our socket file, not one a newer listener bound since.
       [path, ino]() {
         struct stat now;

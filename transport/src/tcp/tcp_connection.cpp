@@ -30,27 +30,42 @@ Status TcpConnection::Establish(UniqueFd sock, const std::string& peer, bool ser
                                 const TransportOptions& options, std::shared_ptr<Memory> memory,
                                 std::unique_ptr<Connection>* out) {
   RAMP_RETURN_IF_ERROR(ValidateOptions(options));
-  std::unique_ptr<TcpConnection> c(
-      new TcpConnection(options, std::move(memory), std::move(sock), peer));
-  ControlChannel channel(c->sock_.get(), peer);
+  ControlChannel channel(sock.get(), peer);
   HandshakeParams params{Provider::kTcp, options.token,
                          Deadline::After(options.handshake_timeout_ms), options.wait_hook};
   RAMP_RETURN_IF_ERROR(server ? ServerHandshake(&channel, params)
                               : ClientHandshake(&channel, params));
+  return SetUp(std::move(sock), &channel, peer, params, options, std::move(memory), out);
+}
+
+Status TcpConnection::SetUpAccepted(UniqueFd sock, ControlChannel* channel, const std::string& peer,
+                                    const TransportOptions& options, std::shared_ptr<Memory> memory,
+                                    std::unique_ptr<Connection>* out) {
+  RAMP_RETURN_IF_ERROR(ValidateOptions(options));
+  HandshakeParams params{Provider::kTcp, options.token,
+                         Deadline::After(options.handshake_timeout_ms), options.wait_hook};
+  return SetUp(std::move(sock), channel, peer, params, options, std::move(memory), out);
+}
+
+Status TcpConnection::SetUp(UniqueFd sock, ControlChannel* channel, const std::string& peer,
+                            const HandshakeParams& params, const TransportOptions& options,
+                            std::shared_ptr<Memory> memory, std::unique_ptr<Connection>* out) {
+  std::unique_ptr<TcpConnection> c(
+      new TcpConnection(options, std::move(memory), std::move(sock), peer));
   RAMP_RETURN_IF_ERROR(c->InitLocal());
   wire::Setup mine;
   mine.ring_bytes = c->block_.ring_bytes();
   mine.max_message_bytes = options.max_message_bytes;
   mine.block = c->block_.region();
   wire::Setup theirs;
-  RAMP_RETURN_IF_ERROR(ExchangeSetup(&channel, mine, nullptr, 0, 0, params, &theirs, nullptr));
+  RAMP_RETURN_IF_ERROR(ExchangeSetup(channel, mine, nullptr, 0, 0, params, &theirs, nullptr));
   c->peer_block_ = theirs.block;
   c->AttachPeer(theirs.ring_bytes, theirs.max_message_bytes);
   // Whatever we may be sent: a frame for our ring, a write or read response of our own
   // limit, a peer's write of up to its limit (which AttachPeer capped at ours).
   c->max_payload_ = std::max<size_t>(options.max_message_bytes, options.ring_bytes) + 64;
   // The peer may already have started the data path behind its SETUP.
-  channel.TakeBuffered(&c->rx_);
+  channel->TakeBuffered(&c->rx_);
   c->rx_tail_ = c->rx_.size();
   RAMP_RETURN_IF_ERROR(MakeEventFd(&c->wake_));
   if (c->responder_mode_) {

@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/control_channel.h"
+#include "core/handshake.h"
 #include "core/ring_connection.h"
 #include "core/wire.h"
 
@@ -30,6 +32,11 @@ class TcpConnection final : public RingConnection {
   static Status Establish(UniqueFd sock, const std::string& peer, bool server,
                           const TransportOptions& options, std::shared_ptr<Memory> memory,
                           std::unique_ptr<Connection>* out);
+  // Set-up of a connection a listener accepted and authenticated (ServerAuth): the channel
+  // holds what the peer sent past AUTH_OK (its SETUP).
+  static Status SetUpAccepted(UniqueFd sock, ControlChannel* channel, const std::string& peer,
+                              const TransportOptions& options, std::shared_ptr<Memory> memory,
+                              std::unique_ptr<Connection>* out);
   ~TcpConnection() override;
 
   Provider provider() const override { return Provider::kTcp; }
@@ -50,6 +57,9 @@ class TcpConnection final : public RingConnection {
   size_t UnsentBytes() const override;
 
  private:
+  static Status SetUp(UniqueFd sock, ControlChannel* channel, const std::string& peer,
+                      const HandshakeParams& params, const TransportOptions& options,
+                      std::shared_ptr<Memory> memory, std::unique_ptr<Connection>* out);
   struct PendingOp {
     uint64_t request_id;
     bool write;

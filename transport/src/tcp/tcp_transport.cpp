@@ -68,11 +68,39 @@ Status EstablishTcp(UniqueFd sock, const std::string& peer, bool server,
   return TcpConnection::Establish(std::move(sock), peer, server, options, std::move(memory), out);
 }
 
+// An accepted peer: its name, its source address (the per-source bound), no Nagle.
+void AdmitTcp(int fd, std::string* peer, std::string* source) {
+  SetNoDelay(fd);
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    *peer = "tcp://?";
+    *source = "?";
+    return;
+  }
+  *peer = AddressName(reinterpret_cast<sockaddr*>(&ss));
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (ss.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr, host, sizeof(host));
+  } else if (ss.ss_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr, host, sizeof(host));
+  }
+  *source = host;
+}
+
+Status SetUpAcceptedTcp(UniqueFd sock, ControlChannel* channel, const std::string& peer,
+                        const TransportOptions& options, std::shared_ptr<Memory> memory,
+                        std::unique_ptr<Connection>* out) {
+  return TcpConnection::SetUpAccepted(std::move(sock), channel, peer, options, std::move(memory),
+                                      out);
+}
+
 }  // namespace
 
 Status TcpListen(const Endpoint& endpoint, const TransportOptions& options,
                  std::shared_ptr<Memory> memory, std::unique_ptr<Listener>* out) {
   RAMP_RETURN_IF_ERROR(ValidateOptions(options));
+  RAMP_RETURN_IF_ERROR(ValidateListenOptions(options));
   addrinfo* list = nullptr;
   RAMP_RETURN_IF_ERROR(Resolve(endpoint, true, &list));
   Status last = Status::InvalidArgument("no address for " + endpoint.ToString());
@@ -109,7 +137,7 @@ Status TcpListen(const Endpoint& endpoint, const TransportOptions& options,
     }
   }
   *out = std::make_unique<StreamListener>(std::move(fd), bound, options, std::move(memory),
-                                          EstablishTcp, PeerName, nullptr);
+                                          Provider::kTcp, AdmitTcp, SetUpAcceptedTcp, nullptr);
   return Status::OK();
 }
 

@@ -26,6 +26,17 @@ struct TransportOptions {
   size_t max_queued_bytes = 256u << 20;
   int connect_timeout_ms = 5000;
   int handshake_timeout_ms = 5000;
+  // Listeners: bounds on accepted connections that have not finished the handshake, so that
+  // idle or slow peers (no token needed) cannot keep anyone out. Handshakes run side by side
+  // on the accepting thread, none waits on another. Such a connection is closed once
+  // min(handshake_timeout_ms, pending_handshake_timeout_ms) passed since its accept; a new one
+  // is refused beyond max_pending_handshakes in total or max_pending_handshakes_per_source
+  // from one source address (tcp; every shm peer is local, only the total applies). Each
+  // drop and refusal is logged with the peer's address. rampd: --handshake-timeout-ms,
+  // --max-pending-handshakes, --max-pending-handshakes-per-source.
+  int pending_handshake_timeout_ms = 3000;
+  size_t max_pending_handshakes = 512;
+  size_t max_pending_handshakes_per_source = 64;
   // Operations a connection keeps outstanding before Post* returns Busy.
   size_t max_outstanding = 4096;
   // tcp: serve the peer's one-sided operations on a responder thread (servers). When false
@@ -44,9 +55,11 @@ class Listener {
   virtual const Endpoint& endpoint() const = 0;
   // Readable when a connection attempt is pending.
   virtual int fd() const = 0;
-  // Accepts one connection and runs the handshake. Timeout when none arrives in time;
-  // PermissionDenied for a peer without the token (it is closed and logged, the listener
-  // stays usable).
+  // Returns the next connection whose handshake ended: the connection, or why it failed
+  // (PermissionDenied for a peer without the token, Timeout for one that did not finish in
+  // time: closed and logged, the listener stays usable). Timeout when none ended in time.
+  // Handshakes progress only while Accept runs (stream listeners drive them all at once);
+  // connections refused for the bounds above are logged, not returned.
   virtual Status Accept(int timeout_ms, std::unique_ptr<Connection>* out) = 0;
   virtual void Close() = 0;
 };
