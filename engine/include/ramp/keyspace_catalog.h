@@ -72,8 +72,8 @@ class KeyspaceCatalog {
   // Registers *entry (every field but state; created_ms = now when zero): either attaches
   // to the live entry of the same name created by another system (*attached = true, *entry
   // becomes that entry) or records entry->id. *id_taken: the id already has an entry (nothing
-  // was written; choose another id).
-  Status Register(KeyspaceEntry* entry, bool* attached, bool* id_taken);
+  // was written; choose another id). allow_attach = false: never attach.
+  Status Register(KeyspaceEntry* entry, bool* attached, bool* id_taken, bool allow_attach = true);
   // Every entry, by id.
   Status List(std::vector<KeyspaceEntry>* out);
   Status Get(KeyspaceId id, KeyspaceEntry* out, bool* found);

@@ -157,7 +157,8 @@ KeyspaceCatalog::KeyspaceCatalog(Client* client) : client_(client) {
   client_->DefineKeyspace(kCatalogKeyspace, kCatalogBuckets);
 }
 
-Status KeyspaceCatalog::Register(KeyspaceEntry* entry, bool* attached, bool* id_taken) {
+Status KeyspaceCatalog::Register(KeyspaceEntry* entry, bool* attached, bool* id_taken,
+                                 bool allow_attach) {
   *attached = false;
   *id_taken = false;
   if (entry->id < kFirstUserKeyspace) {
@@ -180,7 +181,7 @@ Status KeyspaceCatalog::Register(KeyspaceEntry* entry, bool* attached, bool* id_
     const ReadResult& mine = got[1];
     const ReadResult& seq = got[2];
     uint64_t named = 0;
-    if (name.found && ParseU64(name.value, &named) && named != entry->id) {
+    if (allow_attach && name.found && ParseU64(name.value, &named) && named != entry->id) {
       KeyspaceEntry other;
       bool found = false;
       s = Get(named, &other, &found);
