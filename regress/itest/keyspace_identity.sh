@@ -71,6 +71,19 @@ got="$(psql_in a -c "SELECT string_agg(state, ',') FROM ramp.cluster_keyspaces()
 got="$(psql_in a -c "SELECT ramp.collect_garbage()")"
 [ "$got" = 0 ] || fail "ramp.collect_garbage() removed $got keyspaces after the hook removed them"
 
+# DROP EXTENSION: the keyspaces stay registered to the database; ramp.collect_garbage()
+# after a new CREATE EXTENSION removes them (entries younger than 2 s are left alone).
+psql_db a d -c "DROP EXTENSION pg_ramp CASCADE" -c "CREATE EXTENSION pg_ramp"
+sleep 2.5
+got="$(psql_db a d -c "SELECT ramp.collect_garbage()")"
+[ "$got" = 2 ] || fail "ramp.collect_garbage() after DROP EXTENSION removed $got keyspaces, expected 2"
+got="$(psql_db a d -c "SELECT count(*) FROM ramp.cluster_keyspaces() WHERE keyspace = $new_ks AND state = 'dropped'")"
+[ "$got" = 1 ] || fail "the keyspace of the table dropped with the extension is not marked dropped"
+# A rolled-back CREATE TABLE leaves no live registration.
+psql_in a -c "BEGIN" -c "CREATE TABLE never (id int) USING ramp" -c "ROLLBACK"
+got="$(psql_in a -c "SELECT string_agg(state, ',') FROM ramp.cluster_keyspaces() WHERE relation = 'never'")"
+[ "$got" = dropped ] || fail "a rolled-back CREATE TABLE left the registration '$got'"
+
 log "3. dump and restore do not double the rows"
 psql_in a -c "CREATE DATABASE r"
 psql_db a r -c "$ddl" -c "INSERT INTO t VALUES (1, '100'), (2, '200')"
@@ -103,20 +116,32 @@ kb2="$(psql_in b -c "SELECT ramp.keyspace_of('s')")"
 [ "$ka2" != "$ka" ] && [ "$ka2" = "$kb2" ] || fail "re-created s: $ka2 on a, $kb2 on b (old $ka)"
 got="$(psql_in b -c "SELECT count(*) FROM s")"
 [ "$got" = 0 ] || fail "the re-created shared table has $got old rows"
+# TRUNCATE on the server that attached: a keyspace of its own (DDL is not coordinated).
+psql_in b -c "INSERT INTO s VALUES (1)" -c "TRUNCATE s" -c "INSERT INTO s VALUES (2)"
+kb3="$(psql_in b -c "SELECT ramp.keyspace_of('s')")"
+[ "$kb3" != "$kb2" ] || fail "TRUNCATE on b kept the keyspace $kb2"
+got="$(psql_in b -c "SELECT string_agg(id::text, ',') FROM s")"
+[ "$got" = 2 ] || fail "after TRUNCATE on b: rows '$got', expected 2"
 
 log "5. rampctl keyspaces and drop-keyspace"
 ctl keyspaces >"$ITEST_DIR/keyspaces.txt"
-expect_in "$ITEST_DIR/keyspaces.txt" "^$new_ks +live +t +d +public +t " "rampctl keyspaces does not list d.public.t ($new_ks)"
+d_ks="$(psql_db a d -c "CREATE TABLE t2 (id int) USING ramp" -c "SELECT ramp.keyspace_of('t2')")"
+expect_in "$ITEST_DIR/keyspaces.txt" "^$new_ks +dropped +t +d +public +t " "rampctl keyspaces does not list d.public.t ($new_ks)"
 expect_in "$ITEST_DIR/keyspaces.txt" "^$old_ks +dropped +t +d +public +t " "rampctl keyspaces does not list the dropped $old_ks"
 ctl partitions >"$ITEST_DIR/partitions.txt"
-expect_in "$ITEST_DIR/partitions.txt" "^$new_ks " "rampctl partitions does not show keyspace $new_ks in decimal"
+r_ks="$(psql_db a r -c "SELECT ramp.keyspace_of('t')")"
+expect_in "$ITEST_DIR/partitions.txt" "^$r_ks " "rampctl partitions does not show keyspace $r_ks in decimal"
+got="$(psql_db a r -c "SELECT count(*) FROM ramp.partitions() WHERE keyspace = $r_ks AND relation = 't'::regclass")"
+[ "$got" -gt 0 ] || fail "ramp.partitions() does not show keyspace $r_ks of r.t"
 # An orphan as pg_ramp left them before the catalog: data in a keyspace nobody registered.
 psql_in a -c "SET ramp.nodes = ''" -c "CREATE TABLE orphan (id int) USING ramp"
 orphan="$(psql_in a -c "SELECT ramp.keyspace_of('orphan')")"
 psql_in a -c "INSERT INTO orphan VALUES (1), (2)"
 ctl keyspaces >"$ITEST_DIR/keyspaces.txt"
 expect_in "$ITEST_DIR/keyspaces.txt" "^$orphan +unregistered " "rampctl keyspaces does not list the unregistered $orphan"
-if ctl drop-keyspace "$new_ks" >"$ITEST_DIR/drop.txt" 2>&1; then
+ctl keyspaces >"$ITEST_DIR/keyspaces.txt"
+expect_in "$ITEST_DIR/keyspaces.txt" "^$d_ks +live +t +d +public +t2 " "rampctl keyspaces does not list the live d.public.t2 ($d_ks)"
+if ctl drop-keyspace "$d_ks" >"$ITEST_DIR/drop.txt" 2>&1; then
   fail "rampctl drop-keyspace removed a live keyspace without --force"
 fi
 expect_in "$ITEST_DIR/drop.txt" "is live" "rampctl drop-keyspace of a live keyspace: no clear error"
