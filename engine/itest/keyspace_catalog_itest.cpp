@@ -3,6 +3,8 @@
 // dropping.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "ramp/client.h"
 #include "ramp/keyspace_catalog.h"
 #include "ramp/write_batch.h"
@@ -117,6 +119,42 @@ TEST(KeyspaceCatalogTest, RegistersAttachesListsAndDrops) {
   EXPECT_FALSE(attached);
   EXPECT_EQ(b3.id, 200003u);
   EXPECT_FALSE(catalog.Drop(kCatalogKeyspace).ok());
+}
+
+// Two servers run the same CREATE at the same time, many times over: each time exactly one
+// registers the keyspace and the other attaches to it (conflict-checked registration).
+TEST(KeyspaceCatalogTest, ConcurrentRegistrationsAgreeOnOneKeyspace) {
+  std::unique_ptr<TestCluster> cluster;
+  TestClusterOptions o;
+  o.nodes = 2;
+  ASSERT_TRUE(TestCluster::Start(o, &cluster).ok());
+  const ClientOptions co =
+      cluster->ClientOptionsFor(Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus);
+  constexpr int kTables = 20;
+  KeyspaceEntry results[2][kTables];
+  bool attached[2][kTables] = {};
+  std::vector<std::thread> threads;
+  for (int server = 0; server < 2; server++) {
+    threads.emplace_back([&, server] {
+      std::unique_ptr<Client> client;
+      ASSERT_TRUE(Client::Open(co, &client).ok());
+      KeyspaceCatalog catalog(client.get());
+      for (int t = 0; t < kTables; t++) {
+        const std::string name = "t" + std::to_string(t);
+        KeyspaceEntry e = Entry(100000 * (server + 1) + t, server + 1, 500, name.c_str());
+        bool taken = false;
+        Status st = catalog.Register(&e, &attached[server][t], &taken);
+        ASSERT_TRUE(st.ok()) << st.ToString();
+        ASSERT_FALSE(taken);
+        results[server][t] = e;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kTables; t++) {
+    EXPECT_EQ(results[0][t].id, results[1][t].id) << "table " << t;
+    EXPECT_NE(attached[0][t], attached[1][t]) << "table " << t;
+  }
 }
 
 }  // namespace
