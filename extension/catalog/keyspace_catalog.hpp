@@ -79,8 +79,7 @@ void CatalogForget(int64 keyspace);
 // Whether new keyspaces are registered in the cluster's catalog (ramp.nodes is set).
 bool ClusterCatalogEnabled();
 // Removes a keyspace from the cluster: marks its entry in the cluster's catalog dropped and
-// drops its partitions on every server. Returns whether there was something to remove (a
-// live entry, or partitions); `partitions` (optional) lists the keyspaces that have any.
+// drops its partitions on every server (idempotent). Returns whether the entry was live.
 bool DropClusterKeyspace(ramp::KeyspaceId ks);
 // Keyspaces of this PostgreSQL server's databases that no longer exist (by oid), and of
 // this database (MyDatabaseId) that ramp.keyspaces does not know (DROP EXTENSION, aborted
