@@ -1,6 +1,8 @@
 // pg_ramp: module initialization (GUCs, transaction callbacks, planner hook).
 #include "xact/xact.hpp"
 
+#include "catalog/keyspace_catalog.hpp"
+
 #include "hashindex/hashindex.hpp"
 #include "rows/access_methods.hpp"
 #include "sqlapi/guc.hpp"
@@ -76,5 +78,6 @@ void _PG_init(void) {
   pgramp::previous_set_rel_pathlist = set_rel_pathlist_hook;
   set_rel_pathlist_hook = pgramp::SetRelPathlist;
   pgramp::tam::InstallTemporaryTableHook();
+  pgramp::InstallDropDatabaseHook();
 }
 }

@@ -1,7 +1,11 @@
 -- pg_ramp 1.0: tables and indexes stored on a rampd cluster, committed with RAMP-Fast.
 \echo Use "CREATE EXTENSION pg_ramp" to load this file. \quit
 
--- Which keyspace on the cluster holds the data of which relation storage. Rows follow the
+-- Which keyspace on the cluster holds the data of which relation storage. Keyspace ids are
+-- never reused: they hash this server's system identifier, the database oid, the names and
+-- the generation, and ids already known locally or in the cluster's keyspace catalog
+-- (ramp.cluster_keyspaces()) are skipped; a server running the same DDL as another one
+-- attaches to that server's keyspace through the cluster's catalog. Rows follow the
 -- storage (tablespace, relfilenode) rather than the relation's OID: TRUNCATE and table
 -- rewrites (ALTER TABLE ... TYPE, VACUUM FULL, CLUSTER) give a relation new storage, and a
 -- rewrite swaps storage between two pg_class rows. relid is kept up to date at the commit of
@@ -117,9 +121,21 @@ CREATE FUNCTION ramp.keyspace_of(rel regclass) RETURNS bigint LANGUAGE sql STABL
 $$;
 
 -- Removes from the cluster the keyspaces of dropped relations whose removal after their
--- transaction committed did not succeed (cluster unreachable then).
+-- transaction committed did not succeed (cluster unreachable then), the keyspaces this
+-- PostgreSQL server registered for databases that no longer exist (DROP DATABASE without
+-- pg_ramp preloaded), and those registered for this database that ramp.keyspaces does not
+-- know (DROP EXTENSION, an aborted CREATE TABLE). Returns how many keyspaces it removed.
 CREATE FUNCTION ramp.collect_garbage() RETURNS int
     AS 'MODULE_PATHNAME', 'ramp_collect_garbage' LANGUAGE C VOLATILE;
+
+-- The cluster's keyspace catalog: every keyspace registered by any PostgreSQL server of the
+-- cluster, with the server (pg_control_system().system_identifier) and database oid that
+-- created it. rampctl keyspaces shows the same, with sizes.
+CREATE FUNCTION ramp.cluster_keyspaces(
+    OUT keyspace bigint, OUT state text, OUT kind "char", OUT database text, OUT schema text,
+    OUT relation text, OUT system_identifier bigint, OUT database_oid oid,
+    OUT created timestamptz, OUT buckets int)
+    RETURNS SETOF record AS 'MODULE_PATHNAME', 'ramp_cluster_keyspaces' LANGUAGE C VOLATILE;
 
 -- DROP of ramp tables and indexes: the keyspaces are retired at commit.
 CREATE FUNCTION ramp.on_sql_drop() RETURNS event_trigger

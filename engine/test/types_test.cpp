@@ -104,7 +104,7 @@ TEST(HomeOfTest, KeyspacesStartOnDifferentNodes) {
 }
 
 TEST(PartitionIdTest, ToStringAndHash) {
-  EXPECT_EQ((PartitionId{0x1f, 3}).ToString(), "ks:1f/b3");
+  EXPECT_EQ((PartitionId{0x1f, 3}).ToString(), "ks:31/b3");
   PartitionIdHash hash;
   std::unordered_set<size_t> seen;
   for (KeyspaceId ks = 0; ks < 64; ++ks) {

@@ -1,11 +1,17 @@
 // rampctl: operator's view of a running pg_ramp cluster.
+#include <errno.h>
 #include <signal.h>
 
+#include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <map>
 #include <string>
 
 #include "flags.h"
 #include "ramp/client.h"
+#include "ramp/keyspace_catalog.h"
 #include "ramp/log.h"
 #include "ramp/transport/transport.h"
 
@@ -15,10 +21,20 @@ const char* kUsage = R"(usage: rampctl --node URI [--token-file FILE] COMMAND
 
   status        every server: reachable, partitions, keys, bytes, requests served
   partitions    every partition: owner, home, epoch, keys, bytes, ops/s
+  keyspaces     every keyspace: the cluster's keyspace catalog (database, schema, relation,
+                creating PostgreSQL server and database, state) with the size on the
+                cluster; keyspaces with data but no catalog entry show as "unregistered"
+                (left by pg_ramp before the catalog existed, or raw key-value keyspaces)
+  drop-keyspace ID
+                marks the entry dropped and removes the keyspace's data from every server;
+                a live entry (a table that still exists) needs --force
+
+  Keyspace ids are decimal, as ramp.keyspaces and ramp.partitions() show them.
 
   --node URI          a server of the cluster (tcp://host:port or shm:///path); repeatable
   --token-file FILE   the cluster token
   --timeout-ms N      how long to wait for answers (default 5000)
+  --force             drop-keyspace: also a live keyspace
 )";
 
 int Fail(const ramp::Status& s) {
@@ -38,13 +54,105 @@ std::string Bytes(uint64_t b) {
   return buf;
 }
 
+std::string Time(uint64_t ms) {
+  if (ms == 0) return "-";
+  const time_t t = static_cast<time_t>(ms / 1000);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+struct Size {
+  uint64_t partitions = 0;
+  uint64_t keys = 0;
+  uint64_t bytes = 0;
+};
+
+int ListKeyspaces(ramp::Client* client) {
+  using namespace ramp;
+  std::vector<PartitionStatus> parts;
+  Status st = client->Partitions(&parts);
+  if (!st.ok()) return Fail(st);
+  std::map<KeyspaceId, Size> sizes;
+  for (const auto& p : parts) {
+    Size& s = sizes[p.id.keyspace];
+    s.partitions++;
+    s.keys += p.keys;
+    s.bytes += p.bytes;
+  }
+  KeyspaceCatalog catalog(client);
+  std::vector<KeyspaceEntry> entries;
+  if (!(st = catalog.List(&entries)).ok()) return Fail(st);
+  std::printf("%-20s %-12s %-5s %-16s %-16s %-24s %-32s %-20s %-10s %-10s %s\n", "keyspace",
+              "state", "kind", "database", "schema", "relation", "created by (system/db oid)",
+              "created", "partitions", "keys", "bytes");
+  auto size_columns = [&](KeyspaceId id) {
+    const Size s = sizes.count(id) ? sizes[id] : Size{};
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "%-10" PRIu64 " %-10" PRIu64 " %s", s.partitions, s.keys,
+                  Bytes(s.bytes).c_str());
+    return std::string(buf);
+  };
+  std::map<KeyspaceId, std::string> lines;
+  for (const auto& e : entries) {
+    const std::string creator = std::to_string(e.system_id) + "/" + std::to_string(e.database_oid);
+    char buf[512];
+    std::snprintf(buf, sizeof(buf), "%-20" PRIu64 " %-12s %-5c %-16s %-16s %-24s %-32s %-20s %s",
+                  e.id, KeyspaceStateName(e.state), e.kind, e.database.c_str(), e.schema.c_str(),
+                  e.relation.c_str(), creator.c_str(), Time(e.created_ms).c_str(),
+                  size_columns(e.id).c_str());
+    lines[e.id] = buf;
+  }
+  for (const auto& [id, s] : sizes) {
+    if (lines.count(id)) continue;
+    const bool is_catalog = id == kCatalogKeyspace;
+    char buf[512];
+    std::snprintf(buf, sizeof(buf), "%-20" PRIu64 " %-12s %-5s %-16s %-16s %-24s %-32s %-20s %s",
+                  id, is_catalog ? "catalog" : "unregistered", "-", "-", "-", "-", "-", "-",
+                  size_columns(id).c_str());
+    lines[id] = buf;
+  }
+  for (const auto& [id, line] : lines) std::printf("%s\n", line.c_str());
+  return 0;
+}
+
+int DropKeyspace(ramp::Client* client, const std::string& arg, bool force) {
+  using namespace ramp;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long id = std::strtoull(arg.c_str(), &end, 10);
+  if (arg.empty() || *end != '\0' || errno != 0) {
+    return Fail(Status::InvalidArgument("keyspace id '" + arg + "' is not a decimal number"));
+  }
+  if (id == kCatalogKeyspace) {
+    return Fail(Status::InvalidArgument("keyspace " + arg + " is the keyspace catalog"));
+  }
+  KeyspaceCatalog catalog(client);
+  KeyspaceEntry e;
+  bool found = false;
+  Status st = catalog.Get(id, &e, &found);
+  if (!st.ok()) return Fail(st);
+  if (found && e.live() && !force) {
+    return Fail(Status::InvalidArgument("keyspace " + arg + " is live (" + e.database + "." +
+                                        e.schema + "." + e.relation +
+                                        "): drop the relation in PostgreSQL, or use --force"));
+  }
+  if (!(st = catalog.Drop(id)).ok()) return Fail(st);
+  std::printf("dropped keyspace %llu%s\n", id,
+              found ? (" (" + e.database + "." + e.schema + "." + e.relation + ")").c_str()
+                    : " (unregistered)");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace ramp;
   signal(SIGPIPE, SIG_IGN);
   SetLogLevel(LogLevel::kWarning);
-  tools::Flags flags({"node", "token-file", "timeout-ms"}, {"help"});
+  tools::Flags flags({"node", "token-file", "timeout-ms"}, {"help", "force"});
   Status st = flags.Parse(argc, argv);
   if (!st.ok()) return Fail(st);
   if (flags.Has("help") || flags.positional().empty()) {
@@ -94,14 +202,22 @@ int main(int argc, char** argv) {
     std::vector<PartitionStatus> parts;
     st = client->Partitions(&parts);
     if (!st.ok()) return Fail(st);
-    std::printf("%-24s %-6s %-5s %-6s %-12s %-12s %s\n", "partition", "owner", "home", "epoch",
-                "keys", "bytes", "ops/s");
+    std::printf("%-20s %-6s %-6s %-5s %-6s %-12s %-12s %s\n", "keyspace", "bucket", "owner", "home",
+                "epoch", "keys", "bytes", "ops/s");
     for (const auto& p : parts) {
-      std::printf("%-24s %-6u %-5u %-6llu %-12llu %-12s %.1f\n", p.id.ToString().c_str(), p.owner,
-                  p.home, static_cast<unsigned long long>(p.epoch),
+      std::printf("%-20" PRIu64 " %-6u %-6u %-5u %-6llu %-12llu %-12s %.1f\n", p.id.keyspace,
+                  p.id.bucket, p.owner, p.home, static_cast<unsigned long long>(p.epoch),
                   static_cast<unsigned long long>(p.keys), Bytes(p.bytes).c_str(), p.ops_per_sec);
     }
     return 0;
   }
-  return Fail(Status::InvalidArgument("unknown command '" + cmd + "' (status, partitions)"));
+  if (cmd == "keyspaces") return ListKeyspaces(client.get());
+  if (cmd == "drop-keyspace") {
+    if (flags.positional().size() != 2) {
+      return Fail(Status::InvalidArgument("usage: rampctl drop-keyspace ID"));
+    }
+    return DropKeyspace(client.get(), flags.positional()[1], flags.Has("force"));
+  }
+  return Fail(Status::InvalidArgument("unknown command '" + cmd +
+                                      "' (status, partitions, keyspaces, drop-keyspace)"));
 }

@@ -1,9 +1,16 @@
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
+#include <set>
 #include <string>
+#include <vector>
+
+#include "ramp/client.h"
+#include "ramp/keyspace_catalog.h"
 
 #include "rows/keys.hpp"
 #include "sqlapi/guc.hpp"
+#include "xact/session.hpp"
 #include "xact/xact.hpp"
 
 #include "boundary/boundary.hpp"
@@ -76,23 +83,6 @@ KeyspaceRow FindByKeyspace(int64 keyspace, Snapshot snapshot) {
   return FindOne("keyspaces_pkey", key, 1, snapshot);
 }
 
-int64 DeriveKeyspace(const char* db, const char* nsp, const char* rel, int32 generation) {
-  // No allocation: this runs inside PostgreSQL code paths (see boundary.hpp).
-  static const char kSeparator = '\0';
-  uint64_t h = StableHash64("pg_ramp/keyspace/v1");
-  for (const char* part : {db, nsp, rel}) {
-    h = StableHash64(std::string_view(&kSeparator, 1), h);
-    h = StableHash64(part, h);
-  }
-  char gen[16];
-  snprintf(gen, sizeof gen, "%d", static_cast<int>(generation));
-  h = StableHash64(std::string_view(&kSeparator, 1), h);
-  h = StableHash64(gen, h);
-  int64 id = static_cast<int64>(h & 0x7FFFFFFFFFFFFFFFull);
-  if (id < kFirstKeyspace) id += kFirstKeyspace;
-  return id;
-}
-
 // Replaces columns of the row with the given keyspace (SnapshotSelf: sees this command's rows).
 void UpdateRow(int64 keyspace, const bool* replace, const Datum* values, const bool* nulls) {
   Relation rel = table_open(KeyspacesRelationId(false), RowExclusiveLock);
@@ -112,6 +102,51 @@ void UpdateRow(int64 keyspace, const bool* replace, const Datum* values, const b
 }
 
 }  // namespace
+
+int64 DeriveKeyspace(const KeyspaceIdentity& id, int32 generation) {
+  // No allocation: this runs inside PostgreSQL code paths (see boundary.hpp).
+  static const char kSeparator = '\0';
+  uint64_t h = StableHash64("pg_ramp/keyspace/v2");
+  char numbers[64];
+  snprintf(numbers, sizeof numbers, "%llu/%u/%d", static_cast<unsigned long long>(id.system_id),
+           static_cast<unsigned>(id.database_oid), static_cast<int>(generation));
+  for (const char* part :
+       {static_cast<const char*>(numbers), id.database, id.schema, id.relation}) {
+    h = StableHash64(std::string_view(&kSeparator, 1), h);
+    h = StableHash64(part, h);
+  }
+  int64 ks = static_cast<int64>(h & 0x7FFFFFFFFFFFFFFFull);
+  if (ks < kFirstKeyspace) ks += kFirstKeyspace;
+  return ks;
+}
+
+KeyspaceIdentity IdentityOf(Relation rel) {
+  KeyspaceIdentity id;
+  memset(&id, 0, sizeof id);
+  const char* db = get_database_name(MyDatabaseId);
+  const char* nsp = get_namespace_name(RelationGetNamespace(rel));
+  strlcpy(id.database, db != nullptr ? db : "", sizeof id.database);
+  strlcpy(id.schema, nsp != nullptr ? nsp : "", sizeof id.schema);
+  strlcpy(id.relation, RelationGetRelationName(rel), sizeof id.relation);
+  id.system_id = GetSystemIdentifier();
+  id.database_oid = MyDatabaseId;
+  return id;
+}
+
+int32 CatalogFreeGeneration(const KeyspaceIdentity& id, int32 min_generation) {
+  // The same name was used before (DROP + CREATE, REINDEX, ...): move on to a generation whose
+  // keyspace is unused, so old data (even if its removal from the cluster is still pending)
+  // never shows up in the new relation.
+  int32 generation = std::max(min_generation, 1);
+  while (FindByKeyspace(DeriveKeyspace(id, generation), SnapshotSelf).found) generation++;
+  return generation;
+}
+
+bool CatalogHasKeyspace(int64 keyspace) {
+  SnapshotData dirty;
+  InitDirtySnapshot(dirty);
+  return FindByKeyspace(keyspace, &dirty).found;
+}
 
 Oid KeyspacesRelationId(bool missing_ok) {
   Oid nsp = get_namespace_oid("ramp", missing_ok);
@@ -152,21 +187,8 @@ KeyspaceRow CatalogFindByRelid(Oid relid) {
   return best;
 }
 
-KeyspaceRow CatalogCreate(Relation rel, const RelFileNode* node, char kind, int32 buckets,
-                          int32 min_generation) {
-  const char* db = get_database_name(MyDatabaseId);
-  const char* nsp = get_namespace_name(RelationGetNamespace(rel));
-  const char* name = RelationGetRelationName(rel);
-  int32 generation = std::max(min_generation, 1);
-  int64 keyspace = DeriveKeyspace(db, nsp, name, generation);
-  // The same name was used before (DROP + CREATE, REINDEX, ...): move on to a generation whose
-  // keyspace is unused, so old data (even if its removal from the cluster is still pending)
-  // never shows up in the new relation.
-  while (FindByKeyspace(keyspace, SnapshotSelf).found) {
-    generation++;
-    keyspace = DeriveKeyspace(db, nsp, name, generation);
-  }
-
+KeyspaceRow CatalogInsert(Relation rel, const RelFileNode* node, int64 keyspace, char kind,
+                          int32 buckets, int32 generation) {
   Relation catalog = table_open(KeyspacesRelationId(false), RowExclusiveLock);
   Datum values[kNatts];
   bool nulls[kNatts] = {false, false, false, false, false, false, false};
@@ -397,6 +419,10 @@ ramp::KeyspaceRef RelationKeyspace(Relation rel) {
   return ref;
 }
 
+bool ClusterCatalogEnabled() {
+  return guc::nodes != nullptr && guc::nodes[0] != '\0';
+}
+
 ramp::KeyspaceRef CreateRelationKeyspace(Relation rel, const RelFileNode* node, char kind) {
   const StorageId storage = StorageOf(*node);
   XactState& x = Xact();
@@ -416,13 +442,152 @@ ramp::KeyspaceRef CreateRelationKeyspace(Relation rel, const RelFileNode* node, 
     KeyspaceRow old = PgCall([&] { return CatalogFindByStorage(current.first, current.second); });
     if (old.found) min_generation = old.generation + 1;
   }
-  const int32 buckets = guc::buckets;
-  KeyspaceRow row = PgCall([&] { return CatalogCreate(rel, node, kind, buckets, min_generation); });
+  const KeyspaceIdentity identity = PgCall([&] { return IdentityOf(rel); });
+  int32 buckets = guc::buckets;
+  int32 generation = min_generation;
+  int64 keyspace = 0;
+  bool attached = false;
+  for (;;) {
+    generation = PgCall([&] { return CatalogFreeGeneration(identity, generation); });
+    keyspace = DeriveKeyspace(identity, generation);
+    if (!ClusterCatalogEnabled()) break;
+    // Register the keyspace in the cluster's catalog, or attach to the live keyspace another
+    // PostgreSQL server created under the same name.
+    Session& session = Session::Get();
+    ramp::KeyspaceCatalog catalog(&session.client());
+    ramp::KeyspaceEntry entry;
+    entry.id = static_cast<ramp::KeyspaceId>(keyspace);
+    entry.kind = kind;
+    entry.buckets = static_cast<uint32_t>(buckets);
+    entry.database = identity.database;
+    entry.schema = identity.schema;
+    entry.relation = identity.relation;
+    entry.system_id = identity.system_id;
+    entry.database_oid = identity.database_oid;
+    bool taken = false;
+    session.Check(catalog.Register(&entry, &attached, &taken),
+                  "registering the keyspace in the cluster's catalog");
+    if (attached && PgCall([&] { return CatalogHasKeyspace(static_cast<int64>(entry.id)); })) {
+      // This relation already uses that keyspace (TRUNCATE, REINDEX of a table this server
+      // attached to): the new storage gets a keyspace of its own.
+      entry.id = static_cast<ramp::KeyspaceId>(keyspace);
+      entry.buckets = static_cast<uint32_t>(buckets);
+      entry.system_id = identity.system_id;
+      entry.database_oid = identity.database_oid;
+      entry.created_ms = 0;
+      session.Check(catalog.Register(&entry, &attached, &taken, /*allow_attach=*/false),
+                    "registering the keyspace in the cluster's catalog");
+    }
+    if (taken) {  // an id of another incarnation (or a hash collision): never reuse it
+      generation++;
+      continue;
+    }
+    if (attached) {
+      keyspace = static_cast<int64>(entry.id);
+      buckets = static_cast<int32>(entry.buckets);
+    }
+    break;
+  }
+  KeyspaceRow row =
+      PgCall([&] { return CatalogInsert(rel, node, keyspace, kind, buckets, generation); });
+  // An attached keyspace holds the other servers' rows: reads must go to the cluster.
   ramp::KeyspaceRef ref{static_cast<ramp::KeyspaceId>(row.keyspace),
-                        static_cast<uint32_t>(row.buckets), kind == kKindIndex, true};
+                        static_cast<uint32_t>(row.buckets), kind == kKindIndex, !attached};
   x.created[storage] = ref;
+  if (attached) x.attached.push_back(ref.id);
   x.catalog_changed = true;
   return ref;
+}
+
+namespace {
+
+// Keyspaces that have partitions on the cluster.
+std::set<ramp::KeyspaceId> KeyspacesWithData(Session& session) {
+  std::vector<ramp::PartitionStatus> parts;
+  session.Check(session.client().Partitions(&parts), "reading the partition table");
+  std::set<ramp::KeyspaceId> out;
+  for (const auto& p : parts) out.insert(p.id.keyspace);
+  return out;
+}
+
+bool DropOne(Session& session, const std::set<ramp::KeyspaceId>& with_data, ramp::KeyspaceId ks) {
+  ramp::KeyspaceCatalog catalog(&session.client());
+  bool was_live = false;
+  session.Check(catalog.Drop(ks, &was_live), "removing a keyspace from the cluster");
+  return was_live || with_data.count(ks) > 0;
+}
+
+bool DatabaseExists(Oid oid) {
+  return SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(oid));
+}
+
+// Live catalog entries created by this PostgreSQL server.
+std::vector<ramp::KeyspaceEntry> OwnLiveEntries(Session& session) {
+  ramp::KeyspaceCatalog catalog(&session.client());
+  std::vector<ramp::KeyspaceEntry> all;
+  session.Check(catalog.List(&all), "reading the cluster's keyspace catalog");
+  const uint64 system_id = PgCall([] { return GetSystemIdentifier(); });
+  std::vector<ramp::KeyspaceEntry> own;
+  for (auto& e : all) {
+    if (e.live() && e.system_id == system_id) own.push_back(std::move(e));
+  }
+  return own;
+}
+
+}  // namespace
+
+bool DropClusterKeyspace(ramp::KeyspaceId ks) {
+  Session& session = Session::Get();
+  ramp::KeyspaceCatalog catalog(&session.client());
+  bool was_live = false;
+  session.Check(catalog.Drop(ks, &was_live), "removing the keyspace of a dropped relation");
+  return was_live;
+}
+
+int CollectClusterGarbage() {
+  Session& session = Session::Get();
+  const std::set<ramp::KeyspaceId> with_data = KeyspacesWithData(session);
+  int removed = 0;
+  // 1. Keyspaces of dropped relations whose removal after commit failed.
+  constexpr int kBatch = 1024;
+  int64 ids[kBatch];
+  const int n = PgCall([&] { return CatalogListDropped(ids, kBatch); });
+  for (int i = 0; i < n; i++) {
+    if (DropOne(session, with_data, static_cast<ramp::KeyspaceId>(ids[i]))) removed++;
+    const int64 id = ids[i];
+    PgCall([&] { CatalogForget(id); });
+  }
+  // 2. Keyspaces this server registered for databases that no longer exist, or for this
+  //    database while ramp.keyspaces does not know them. A registration is written to the
+  //    cluster just before its ramp.keyspaces row: entries younger than a grace period are
+  //    left alone.
+  constexpr uint64_t kGraceMs = 2000;
+  const uint64_t now_ms =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count());
+  for (const ramp::KeyspaceEntry& e : OwnLiveEntries(session)) {
+    const Oid db = e.database_oid;
+    const int64 id = static_cast<int64>(e.id);
+    bool orphan;
+    if (db == MyDatabaseId) {
+      orphan = e.created_ms + kGraceMs < now_ms && !PgCall([&] { return CatalogHasKeyspace(id); });
+    } else {
+      orphan = !PgCall([&] { return DatabaseExists(db); });
+    }
+    if (orphan && DropOne(session, with_data, e.id)) removed++;
+  }
+  return removed;
+}
+
+int DropDatabaseKeyspaces(Oid database_oid) {
+  Session& session = Session::Get();
+  const std::set<ramp::KeyspaceId> with_data = KeyspacesWithData(session);
+  int removed = 0;
+  for (const ramp::KeyspaceEntry& e : OwnLiveEntries(session)) {
+    if (e.database_oid == database_oid && DropOne(session, with_data, e.id)) removed++;
+  }
+  return removed;
 }
 
 }  // namespace pgramp

@@ -1,4 +1,5 @@
 // ramp_hash: building, inserting, vacuuming, options.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -120,7 +121,8 @@ IndexBuildResult* Build(Relation heap, Relation index, struct IndexInfo* index_i
     ramp::KeyspaceRef ks = CreateRelationKeyspace(index, &index->rd_node, kKindIndex);
     // Rebuilding storage created by this transaction (TRUNCATE of a new table): start over.
     Xact().writes.DiscardKeyspace(ks.id);
-    if (!ks.fresh) {
+    const auto& attached = Xact().attached;
+    if (!ks.fresh && std::find(attached.begin(), attached.end(), ks.id) == attached.end()) {
       Session& session = Session::Get();
       session.Check(session.client().DropKeyspace(ks.id), "rebuilding a ramp_hash index");
     }

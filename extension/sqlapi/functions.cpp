@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "ramp/client.h"
+#include "ramp/keyspace_catalog.h"
 #include "ramp/transport/endpoint.h"
 
 #include "sqlapi/guc.hpp"
@@ -111,26 +112,49 @@ Datum ramp_partitions_raw(PG_FUNCTION_ARGS) {
 }
 
 // Removes from the cluster the keyspaces of dropped relations whose removal after commit
-// failed (the rows ramp.keyspaces keeps with kind 'd'); returns how many were removed.
+// failed (the rows ramp.keyspaces keeps with kind 'd'), the keyspaces this PostgreSQL server
+// registered for databases that no longer exist, and those of this database that
+// ramp.keyspaces does not know (DROP EXTENSION, aborted CREATE). Returns how many keyspaces
+// were really removed (a live entry in the cluster's catalog, or data on the cluster).
 PG_FUNCTION_INFO_V1(ramp_collect_garbage);
 Datum ramp_collect_garbage(PG_FUNCTION_ARGS) {
   using namespace pgramp;
-  const int32 removed = Boundary([&] {
-    constexpr int kBatch = 1024;
-    int64 ids[kBatch];
-    const int n = PgCall([&] { return CatalogListDropped(ids, kBatch); });
-    int32 count = 0;
-    Session& session = Session::Get();
-    for (int i = 0; i < n; i++) {
-      session.Check(session.client().DropKeyspace(static_cast<ramp::KeyspaceId>(ids[i])),
-                    "removing the keyspace of a dropped relation");
-      const int64 id = ids[i];
-      PgCall([&] { CatalogForget(id); });
-      count++;
-    }
-    return count;
-  });
+  const int32 removed = Boundary([&] { return static_cast<int32>(CollectClusterGarbage()); });
   PG_RETURN_INT32(removed);
+}
+
+// The cluster's keyspace catalog (ramp/keyspace_catalog.h), as rampctl keyspaces shows it.
+PG_FUNCTION_INFO_V1(ramp_cluster_keyspaces);
+Datum ramp_cluster_keyspaces(PG_FUNCTION_ARGS) {
+  using namespace pgramp;
+  InitMaterializedSRF(fcinfo, 0);
+  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  Boundary([&] {
+    Session& session = Session::Get();
+    ramp::KeyspaceCatalog catalog(&session.client());
+    std::vector<ramp::KeyspaceEntry> entries;
+    session.Check(catalog.List(&entries), "reading the cluster's keyspace catalog");
+    for (const ramp::KeyspaceEntry& e : entries) {
+      PgCall([&] {
+        Datum values[10];
+        bool nulls[10] = {};
+        values[0] = Int64GetDatum(static_cast<int64>(e.id));
+        values[1] = Text(ramp::KeyspaceStateName(e.state));
+        values[2] = CharGetDatum(e.kind);
+        values[3] = Text(e.database);
+        values[4] = Text(e.schema);
+        values[5] = Text(e.relation);
+        values[6] = Int64GetDatum(static_cast<int64>(e.system_id));
+        values[7] = ObjectIdGetDatum(e.database_oid);
+        values[8] =
+            TimestampTzGetDatum(time_t_to_timestamptz(static_cast<pg_time_t>(e.created_ms / 1000)) +
+                                static_cast<TimestampTz>(e.created_ms % 1000) * 1000);
+        values[9] = Int32GetDatum(static_cast<int32>(e.buckets));
+        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+      });
+    }
+  });
+  return static_cast<Datum>(0);
 }
 
 // Event trigger (sql_drop): relations were dropped; ramp.keyspaces is reconciled with

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -92,7 +93,7 @@ void AfterCommit() {
   const bool nodes_unset = guc::nodes == nullptr || guc::nodes[0] == '\0';
   if (!session.has_client() && (nodes_unset || session.RecentlyFailed())) return;
   for (ramp::KeyspaceId ks : x->drop_after_commit) {
-    session.Check(session.client().DropKeyspace(ks), "removing the keyspace of a dropped relation");
+    DropClusterKeyspace(ks);
   }
 }
 
@@ -105,11 +106,19 @@ void AfterAbort() {
   // drop_after_commit: those relations' DROP was just rolled back.)
   for (ramp::KeyspaceId ks : x->drop_at_end) x->drop_after_abort.emplace_back(ks, 0);
   x->drop_at_end.clear();
+  // Keyspaces registered in the cluster's catalog for relations that now never existed.
+  if (ClusterCatalogEnabled()) {
+    for (const auto& [storage, ref] : x->created) {
+      if (std::find(x->attached.begin(), x->attached.end(), ref.id) == x->attached.end()) {
+        x->drop_after_abort.emplace_back(ref.id, 0);
+      }
+    }
+  }
   if (x->drop_after_abort.empty()) return;
   Session& session = Session::Get();
   if (session.RecentlyFailed()) return;
   for (const auto& [ks, sub] : x->drop_after_abort) {
-    session.Check(session.client().DropKeyspace(ks), "removing the keyspace of an aborted build");
+    DropClusterKeyspace(ks);
   }
 }
 

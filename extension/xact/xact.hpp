@@ -23,6 +23,9 @@ struct XactState {
   // Storage created by this transaction (CREATE, TRUNCATE, rewrite, REINDEX) → its keyspace.
   // Such keyspaces hold nothing on the cluster before this transaction commits.
   std::map<StorageId, ramp::KeyspaceRef> created;
+  // Keyspaces of `created` that another PostgreSQL server created (attached through the
+  // cluster's keyspace catalog): they hold that server's data, a build must not clear them.
+  std::vector<ramp::KeyspaceId> attached;
   // Keyspaces whose relation storage went away in this transaction: dropped on the cluster
   // after commit (best effort; ramp.collect_garbage() retries).
   std::vector<ramp::KeyspaceId> drop_after_commit;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Two PostgreSQL servers (separate data directories and ports) on one rampd cluster.
-#  1. Both run the same DDL (a requirement: keyspace ids come from the database, schema and
-#     relation names, so identical DDL maps the tables and ramp_hash indexes of both servers
-#     to the same keyspaces). Rows and ramp_hash entries written by one are seen by the other.
+#  1. Both run the same DDL (a requirement: the second server attaches, through the cluster's
+#     keyspace catalog, to the keyspaces the first registered under the same database, schema
+#     and relation names). Rows and ramp_hash entries written by one are seen by the other.
 #  2. Read atomicity across servers: frontend a commits transactions that each rewrite all
 #     N rows of one group (spread over the partitions) with one new tag, while frontend b
 #     looks groups up through the ramp_hash index and checks that it sees all N rows with one

@@ -22,7 +22,7 @@ struct PartitionId {
   uint32_t bucket = 0;
   auto operator<=>(const PartitionId&) const = default;
   bool operator==(const PartitionId&) const = default;
-  std::string ToString() const;  // "ks:<hex>/b<bucket>"
+  std::string ToString() const;  // "ks:<decimal id>/b<bucket>"
 };
 
 struct PartitionIdHash {

@@ -59,7 +59,7 @@ size_t PartitionIdHash::operator()(const PartitionId& p) const noexcept {
 
 std::string PartitionId::ToString() const {
   char buf[48];
-  std::snprintf(buf, sizeof(buf), "ks:%" PRIx64 "/b%" PRIu32, keyspace, bucket);
+  std::snprintf(buf, sizeof(buf), "ks:%" PRIu64 "/b%" PRIu32, keyspace, bucket);
   return buf;
 }
 
