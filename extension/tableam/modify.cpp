@@ -314,6 +314,11 @@ TM_Result TupleUpdate(Relation rel, ItemPointer otid, TupleTableSlot* slot, Comm
 TM_Result TupleLock(Relation rel, ItemPointer tid, Snapshot snapshot, TupleTableSlot* slot,
                     CommandId cid, LockTupleMode mode, LockWaitPolicy wait_policy, uint8 flags,
                     TM_FailureData* tmfd) {
+  // Callers read tmfd->traversed on success too (GetTupleForTrigger, ExecLockRows: true
+  // means "a newer version was locked, re-check it with EvalPlanQual"). Left unset, a BEFORE
+  // DELETE trigger of a row moving to another partition saw garbage, ran EvalPlanQual, and
+  // ExecCrossPartitionUpdate retried the row forever.
+  FillFailure(tmfd, tid, InvalidCommandId);
   // No locks on the cluster: the row's latest version is read (and remembered, so a later
   // UPDATE/DELETE of it detects concurrent changes at commit).
   return Boundary([&] {
@@ -321,7 +326,6 @@ TM_Result TupleLock(Relation rel, ItemPointer tid, Snapshot snapshot, TupleTable
     RowVersion row;
     if (!RowIdOfTid(tid, &rowid) ||
         !FetchRow(RelationKeyspace(rel), VisibilityOf(snapshot), rowid, &row, nullptr)) {
-      FillFailure(tmfd, tid, InvalidCommandId);
       return TM_Deleted;
     }
     StoreRow(slot, rel, rowid, row.value);
