@@ -3,6 +3,53 @@
 -- in its own schema; data_ownwrites.sql compares the two runs.
 SET statement_timeout = '10s';  -- the hangs this guards against end here, not in the suite
 
+-- 2./3. ON CONFLICT DO UPDATE affecting one row twice: an error, for an existing key (the
+-- first update keeps the row in place), a key the command inserts, and a key a writable
+-- CTE of the same command inserts. Nothing of the statement stays.
+CREATE TABLE u (i int, t text) USING :am;
+CREATE UNIQUE INDEX u_i ON u (i);
+INSERT INTO u VALUES (1, 'a'), (2, 'b');
+INSERT INTO u VALUES (1, 'a'), (2, 'b'), (2, 'b') ON CONFLICT (i) DO UPDATE SET t = 'x';
+INSERT INTO u VALUES (3, 'x'), (3, 'y') ON CONFLICT (i) DO UPDATE SET t = excluded.t;
+WITH w AS (INSERT INTO u VALUES (4, 'cte') RETURNING i)
+INSERT INTO u SELECT i, 'outer' FROM w ON CONFLICT (i) DO UPDATE SET t = excluded.t;
+SELECT * FROM u ORDER BY i;
+-- Rows written by earlier commands of the transaction are fine to update.
+BEGIN;
+INSERT INTO u VALUES (5, 'e');
+UPDATE u SET t = 'a2' WHERE i = 1;
+INSERT INTO u VALUES (1, 'a'), (5, 'e'), (6, 'f') ON CONFLICT (i) DO UPDATE SET t = excluded.t || '+';
+COMMIT;
+INSERT INTO u VALUES (7, 'g'), (7, 'h') ON CONFLICT (i) DO NOTHING;
+SELECT * FROM u ORDER BY i;
+-- MERGE: the same rule.
+MERGE INTO u USING (VALUES (1), (1)) s(k) ON u.i = s.k WHEN MATCHED THEN UPDATE SET t = 'm';
+SELECT * FROM u ORDER BY i;
+
+-- 4. A cursor FOR UPDATE does not return rows a later command of its transaction updated
+-- (in place, or with an index on the changed column) or deleted.
+CREATE TABLE c (a int, b int) USING :am;
+CREATE INDEX c_b ON c (b);
+INSERT INTO c VALUES (1, 1), (2, 2), (3, 3), (4, 4);
+BEGIN;
+DECLARE c1 NO SCROLL CURSOR FOR SELECT * FROM c ORDER BY a FOR UPDATE;
+DECLARE c2 NO SCROLL CURSOR FOR SELECT * FROM c ORDER BY a FOR SHARE;
+DECLARE c3 NO SCROLL CURSOR FOR SELECT * FROM c ORDER BY a;
+UPDATE c SET a = a + 10 WHERE a = 1;
+UPDATE c SET b = b + 10 WHERE a = 2;
+DELETE FROM c WHERE a = 3;
+FETCH ALL FROM c1;
+FETCH ALL FROM c2;
+FETCH ALL FROM c3;
+COMMIT;
+-- A writable CTE and the outer query of one command: the outer query's lock skips the row.
+WITH up AS (UPDATE c SET a = a + 100 WHERE a = 4 RETURNING a)
+SELECT * FROM c WHERE a = 4 FOR UPDATE;
+-- The same row updated twice by one command: once.
+WITH up AS (UPDATE c SET b = b + 1 WHERE a = 104 RETURNING a)
+UPDATE c SET b = b + 1000 WHERE a = 104;
+SELECT * FROM c ORDER BY a;
+
 -- 5. Row movement where a BEFORE DELETE trigger of the source partition skips the row:
 -- the row stays; with a trigger that lets it go, it moves.
 CREATE TABLE rm (a int, b text) PARTITION BY LIST (a);
