@@ -18,7 +18,7 @@ SET search_path = on_heap, public;
 
 RESET search_path;
 SELECT t AS "table", twin_diff('SELECT * FROM %s', 'on_ramp.' || t, 'on_heap.' || t) AS differing_rows
-  FROM unnest(ARRAY['u', 'c', 'rm', 'bt']) t;
+  FROM unnest(ARRAY['transitions', 'pt', 'u', 'c', 'rm', 'bt']) t;
 
 \set VERBOSITY terse
 DROP SCHEMA on_ramp, on_heap CASCADE;

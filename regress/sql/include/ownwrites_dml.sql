@@ -3,6 +3,38 @@
 -- in its own schema; data_ownwrites.sql compares the two runs.
 SET statement_timeout = '10s';  -- the hangs this guards against end here, not in the suite
 
+-- 1. Transition tables of a partitioned table: rows updated in place (same partition)
+-- must show their old values in OLD TABLE; rows that move, too.
+CREATE TABLE pt (a int, b text) PARTITION BY LIST (a);
+CREATE TABLE pt12 PARTITION OF pt FOR VALUES IN (1, 2) USING :am;
+CREATE TABLE pt3 PARTITION OF pt FOR VALUES IN (3) USING :am;
+INSERT INTO pt VALUES (1, 'one'), (2, 'two');
+CREATE TABLE transitions (stmt int, side text, a int, b text);
+CREATE FUNCTION log_transitions() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE n int := (SELECT coalesce(max(stmt), 0) + 1 FROM transitions);
+BEGIN
+  IF TG_OP <> 'INSERT' THEN
+    INSERT INTO transitions SELECT n, 'old', a, b FROM old_t;
+  END IF;
+  IF TG_OP <> 'DELETE' THEN
+    INSERT INTO transitions SELECT n, 'new', a, b FROM new_t;
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER pt_upd AFTER UPDATE ON pt REFERENCING OLD TABLE AS old_t NEW TABLE AS new_t
+  FOR EACH STATEMENT EXECUTE FUNCTION log_transitions();
+CREATE TRIGGER pt_del AFTER DELETE ON pt REFERENCING OLD TABLE AS old_t
+  FOR EACH STATEMENT EXECUTE FUNCTION log_transitions();
+UPDATE pt SET b = b || '!';
+UPDATE pt SET a = 3, b = b || '>' WHERE a = 2;
+-- In one transaction: an UPDATE, then an UPDATE and a DELETE of the rows it updated.
+BEGIN;
+UPDATE pt SET b = b || '?' WHERE a = 1;
+UPDATE pt SET b = b || '#' WHERE a = 1;
+DELETE FROM pt WHERE a = 1;
+COMMIT;
+SELECT * FROM transitions ORDER BY stmt, side DESC, a, b;
+
 -- 2./3. ON CONFLICT DO UPDATE affecting one row twice: an error, for an existing key (the
 -- first update keeps the row in place), a key the command inserts, and a key a writable
 -- CTE of the same command inserts. Nothing of the statement stays.
