@@ -361,11 +361,11 @@ TM_Result TupleLock(Relation rel, ItemPointer tid, Snapshot snapshot, TupleTable
       return TM_Deleted;
     }
     if (own != nullptr && own->inserted && own->insert_cid >= cid) {
-      // ON CONFLICT DO UPDATE (the one caller that locks with flags 0 and the current
-      // command id) met a row this very command inserted or updated: the row would be
-      // affected twice. Heap: TM_Invisible and the executor's error; returning TM_Deleted
-      // made the executor retry the insertion forever.
-      if (flags == 0 && own->insert_cid == cid) ThrowAffectedTwice();
+      // ON CONFLICT DO UPDATE (the one caller that locks with flags 0 a row it found with a
+      // dirty snapshot) met a row this command inserted or updated, or a later one (a
+      // function called by it): the row would be affected twice. Heap: TM_Invisible and the
+      // executor's error; returning TM_Deleted made the executor retry the insertion forever.
+      if (flags == 0) ThrowAffectedTwice();
       if (own->in_place) {
         // Updated in place by a later command (a cursor FOR UPDATE opened before an UPDATE of
         // its rows; or one of the same command, e.g. a writable CTE): the locker holds the

@@ -45,6 +45,13 @@ INSERT INTO u VALUES (1, 'a'), (2, 'b'), (2, 'b') ON CONFLICT (i) DO UPDATE SET 
 INSERT INTO u VALUES (3, 'x'), (3, 'y') ON CONFLICT (i) DO UPDATE SET t = excluded.t;
 WITH w AS (INSERT INTO u VALUES (4, 'cte') RETURNING i)
 INSERT INTO u SELECT i, 'outer' FROM w ON CONFLICT (i) DO UPDATE SET t = excluded.t;
+-- ... and for rows a function called by the command inserted or updated (later commands).
+CREATE FUNCTION ins_key(k int) RETURNS int LANGUAGE plpgsql VOLATILE AS $$
+BEGIN INSERT INTO u VALUES (k, 'by function'); RETURN k; END $$;
+CREATE FUNCTION upd_key(k int) RETURNS int LANGUAGE plpgsql VOLATILE AS $$
+BEGIN UPDATE u SET t = 'by function' WHERE i = k; RETURN k; END $$;
+INSERT INTO u VALUES (ins_key(20), 'x') ON CONFLICT (i) DO UPDATE SET t = 'y';
+INSERT INTO u VALUES (upd_key(1), 'x') ON CONFLICT (i) DO UPDATE SET t = 'y';
 SELECT * FROM u ORDER BY i;
 -- Rows written by earlier commands of the transaction are fine to update.
 BEGIN;
