@@ -61,6 +61,18 @@ INSERT INTO u VALUES (1, 'a'), (5, 'e'), (6, 'f') ON CONFLICT (i) DO UPDATE SET 
 COMMIT;
 INSERT INTO u VALUES (7, 'g'), (7, 'h') ON CONFLICT (i) DO NOTHING;
 SELECT * FROM u ORDER BY i;
+-- Under REPEATABLE READ, a conflict with a row of the transaction's own is no
+-- serialization failure.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+INSERT INTO u VALUES (8, 'h'), (8, 'i') ON CONFLICT (i) DO NOTHING;
+INSERT INTO u VALUES (8, 'j') ON CONFLICT (i) DO NOTHING;
+UPDATE u SET t = 'h2' WHERE i = 8;
+INSERT INTO u VALUES (8, 'k') ON CONFLICT (i) DO UPDATE SET t = u.t || '+';
+SAVEPOINT s;
+INSERT INTO u VALUES (9, 'l'), (9, 'm') ON CONFLICT (i) DO UPDATE SET t = excluded.t;
+ROLLBACK TO s;
+COMMIT;
+SELECT * FROM u ORDER BY i;
 -- MERGE: the same rule.
 MERGE INTO u USING (VALUES (1), (1)) s(k) ON u.i = s.k WHEN MATCHED THEN UPDATE SET t = 'm';
 SELECT * FROM u ORDER BY i;
