@@ -36,6 +36,25 @@ Own OwnVerdict(const ramp::KeyspaceRef& ks, const ramp::Visibility& vis, uint64_
   return Own::kUnknown;  // a committed row this transaction deletes later than vis sees
 }
 
+// SnapshotAny sees every version of the TID. Heap keeps the versions of an updated row at
+// different TIDs, so a fetch of the old TID returns the old version; a row updated in place
+// keeps its TID, so the TID stands for the version before the update while the command that
+// updated it runs (the AFTER trigger machinery of that command fetches OLD by TID: transition
+// tables saw the new values), and for the new version in later commands (their UPDATE builds
+// its new row from it). "The running command" is the active snapshot's: a volatile function
+// called by the UPDATE may advance the command counter, not the UPDATE's snapshot.
+ramp::Visibility AnyVisibility(const ramp::KeyspaceRef& ks, uint64_t rowid) {
+  ramp::Visibility vis{ramp::kAllCommands, true};
+  const XactState* x = XactIfAny();
+  const ramp::BatchEntry* w =
+      x == nullptr ? nullptr : x->writes.Find(ks.id, ramp::EntryKey{0, rowid});
+  if (w == nullptr || !w->in_place) return vis;
+  const CommandId running =
+      ActiveSnapshotSet() ? GetActiveSnapshot()->curcid : GetCurrentCommandId(false);
+  if (w->insert_cid >= running) vis.curcid = w->insert_cid;  // OwnVerdict: the committed one
+  return vis;
+}
+
 struct IndexFetch {
   IndexFetchTableData base;
   // plain data: no C++ resources, so an abandoned fetch needs no cleanup
@@ -199,7 +218,8 @@ bool TupleFetchRowVersion(Relation rel, ItemPointer tid, Snapshot snapshot, Tupl
     ramp::Timestamp read_ts;
     const bool any = snapshot != nullptr && snapshot->snapshot_type == SNAPSHOT_ANY;
     const bool have_read = any && RecallVersion(ks.id, rowid, &read_ts);
-    const bool found = FetchRow(ks, VisibilityOf(snapshot), rowid, &row, nullptr);
+    const bool found =
+        FetchRow(ks, any ? AnyVisibility(ks, rowid) : VisibilityOf(snapshot), rowid, &row, nullptr);
     if (have_read && (!found || (!row.ts.zero() && !(row.ts == read_ts)))) {
       // Heap keeps the old tuple; a ramp row changed or deleted by a concurrent transaction
       // since this one read it is a write-write conflict (the commit would fail the same
@@ -220,8 +240,22 @@ bool TupleSatisfiesSnapshot(Relation rel, TupleTableSlot* slot, Snapshot snapsho
   return Boundary([&] {
     uint64_t rowid = 0;
     if (!RowIdOfTid(&slot->tts_tid, &rowid)) return false;
+    const ramp::KeyspaceRef ks = RelationKeyspace(rel);
+    if (snapshot != nullptr && snapshot->snapshot_type == SNAPSHOT_MVCC) {
+      // PostgreSQL's one caller with an MVCC snapshot is ExecCheckTupleVisible (ON CONFLICT
+      // under REPEATABLE READ / SERIALIZABLE): for an invisible row it reads xmin, and fails
+      // with 40001 unless the row is the transaction's own. Ramp slots have no xmin ("cannot
+      // retrieve a system column"), so a live row this transaction wrote in a command the
+      // snapshot does not see counts as visible here: the caller's outcome is heap's.
+      const XactState* x = XactIfAny();
+      const ramp::BatchEntry* w =
+          x == nullptr ? nullptr : x->writes.Find(ks.id, ramp::EntryKey{0, rowid});
+      if (w != nullptr && w->inserted && !w->deleted && w->insert_cid >= snapshot->curcid) {
+        return true;
+      }
+    }
     RowVersion row;
-    return FetchRow(RelationKeyspace(rel), VisibilityOf(snapshot), rowid, &row, nullptr);
+    return FetchRow(ks, VisibilityOf(snapshot), rowid, &row, nullptr);
   });
 }
 

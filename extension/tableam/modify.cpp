@@ -30,6 +30,15 @@ void FillFailure(TM_FailureData* tmfd, ItemPointer tid, CommandId cmax) {
   tmfd->traversed = false;
 }
 
+// The row was updated or deleted by this transaction, at command cmax (heap's
+// TM_SelfModified). xmax names the transaction as heap's does: MERGE tells "cannot affect row
+// a second time" from an internal error by TransactionIdIsCurrentTransactionId(xmax).
+TM_Result SelfModified(TM_FailureData* tmfd, ItemPointer tid, CommandId cmax) {
+  FillFailure(tmfd, tid, cmax);
+  tmfd->xmax = PgCall([] { return GetCurrentTransactionId(); });
+  return TM_SelfModified;
+}
+
 // How many rows of the current command CheckCommandDeletesCurrent re-reads at most (an
 // UPDATE of one row by key needs one; a bulk UPDATE's rows are checked at commit).
 constexpr size_t kMaxCommandDeletes = 64;
@@ -50,8 +59,7 @@ TM_Result DeleteRow(Relation rel, ItemPointer tid, CommandId cid, TM_FailureData
   if (const ramp::BatchEntry* own = x.writes.Find(ks.id, key)) {
     if (own->in_place && own->insert_cid == cid) {
       // Updated by this very command already (heap: the old tuple's xmax/cmax are ours).
-      FillFailure(tmfd, tid, cid);
-      return TM_SelfModified;
+      return SelfModified(tmfd, tid, cid);
     }
     if (own->in_place) {
       // Updated in place by an earlier command: deleting it deletes the committed version
@@ -62,8 +70,7 @@ TM_Result DeleteRow(Relation rel, ItemPointer tid, CommandId cid, TM_FailureData
     if (own->deleted) {
       // Deleted by this transaction already (by this command when cmax == cid: the executor
       // then skips the row, as for heap).
-      FillFailure(tmfd, tid, own->delete_cid);
-      return TM_SelfModified;
+      return SelfModified(tmfd, tid, own->delete_cid);
     }
     if (own->inserted && !own->remote) {
       const std::string value = own->value;  // copy: Delete may move the entry
@@ -311,19 +318,66 @@ TM_Result TupleUpdate(Relation rel, ItemPointer otid, TupleTableSlot* slot, Comm
   return result;
 }
 
+namespace {
+
+// ExecOnConflictUpdate's error for a row the same command inserted or updated. Heap returns
+// TM_Invisible and the executor raises it after reading the row's xmin from the slot; ramp
+// slots have no xmin (TTSOpsMinimalTuple), so it is raised here, with the same SQLSTATE,
+// message and hint.
+[[noreturn]] void ThrowAffectedTwice() {
+  throw SqlError(ERRCODE_CARDINALITY_VIOLATION,
+                 "ON CONFLICT DO UPDATE command cannot affect row a second time", {},
+                 "Ensure that no rows proposed for insertion within the same command have "
+                 "duplicate constrained values.");
+}
+
+}  // namespace
+
 TM_Result TupleLock(Relation rel, ItemPointer tid, Snapshot snapshot, TupleTableSlot* slot,
                     CommandId cid, LockTupleMode mode, LockWaitPolicy wait_policy, uint8 flags,
                     TM_FailureData* tmfd) {
+  // Callers read tmfd->traversed on success too (GetTupleForTrigger, ExecLockRows: true
+  // means "a newer version was locked, re-check it with EvalPlanQual"). Left unset, a BEFORE
+  // DELETE trigger of a row moving to another partition saw garbage, ran EvalPlanQual, and
+  // ExecCrossPartitionUpdate retried the row forever.
+  FillFailure(tmfd, tid, InvalidCommandId);
   // No locks on the cluster: the row's latest version is read (and remembered, so a later
   // UPDATE/DELETE of it detects concurrent changes at commit).
   return Boundary([&] {
     uint64_t rowid = 0;
-    RowVersion row;
-    if (!RowIdOfTid(tid, &rowid) ||
-        !FetchRow(RelationKeyspace(rel), VisibilityOf(snapshot), rowid, &row, nullptr)) {
-      FillFailure(tmfd, tid, InvalidCommandId);
+    if (!RowIdOfTid(tid, &rowid)) return TM_Deleted;
+    const ramp::KeyspaceRef ks = RelationKeyspace(rel);
+    // The transaction's own writes, judged against the locker's command id as heap's
+    // HeapTupleSatisfiesUpdate does: a row written by a command the locker does not see
+    // (insert_cid >= cid) is not the version the locker holds.
+    const XactState* x = XactIfAny();
+    const ramp::BatchEntry* own =
+        x == nullptr ? nullptr : x->writes.Find(ks.id, ramp::EntryKey{0, rowid});
+    if (own != nullptr && own->deleted) {
+      // Deleted by this command or a later one: heap's TM_SelfModified (the executor skips
+      // the row, or raises its own error when cmax is not its command). Deleted earlier:
+      // gone for the locker.
+      if (own->delete_cid >= cid) return SelfModified(tmfd, tid, own->delete_cid);
       return TM_Deleted;
     }
+    if (own != nullptr && own->inserted && own->insert_cid >= cid) {
+      // ON CONFLICT DO UPDATE (the one caller that locks with flags 0 a row it found with a
+      // dirty snapshot) met a row this command inserted or updated, or a later one (a
+      // function called by it): the row would be affected twice. Heap: TM_Invisible and the
+      // executor's error; returning TM_Deleted made the executor retry the insertion forever.
+      if (flags == 0) ThrowAffectedTwice();
+      if (own->in_place) {
+        // Updated in place by a later command (a cursor FOR UPDATE opened before an UPDATE of
+        // its rows; or one of the same command, e.g. a writable CTE): the locker holds the
+        // version before it. Heap: that old version was updated → TM_SelfModified, skipped.
+        return SelfModified(tmfd, tid, own->insert_cid);
+      }
+      // Inserted by a command the locker does not see: heap's TM_Invisible (an error for
+      // every caller: the locker's scan cannot have returned the row).
+      return TM_Invisible;
+    }
+    RowVersion row;
+    if (!FetchRow(ks, VisibilityOf(snapshot), rowid, &row, nullptr)) return TM_Deleted;
     StoreRow(slot, rel, rowid, row.value);
     return TM_Ok;
   });
