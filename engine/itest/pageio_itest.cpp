@@ -28,13 +28,20 @@ std::unique_ptr<Client> OpenClient(const TestCluster& c, Provider p) {
 }
 
 // Writes keys k0..k<n-1> with values of `bytes` bytes, 100 per transaction.
-void Load(Client* c, KeyspaceId ks, int n, size_t bytes, const std::string& tag = "v") {
+// Keys of the tests: strings ("k7"), or row keys (ramp/keys.h RowKey, 8 bytes: the layout of
+// table keyspaces, which the scanner decides without a map of strings).
+std::string TestKey(bool row_keys, int i) {
+  return row_keys ? RowKey(static_cast<uint64_t>(i)) : "k" + std::to_string(i);
+}
+
+void Load(Client* c, KeyspaceId ks, int n, size_t bytes, const std::string& tag = "v",
+          bool row_keys = false) {
   for (int i = 0; i < n; i += 100) {
     auto t = c->Begin();
     for (int j = i; j < std::min(n, i + 100); j++) {
       std::string v = tag + std::to_string(j);
       v.resize(bytes, '.');
-      ASSERT_TRUE(t->Put(ks, "k" + std::to_string(j), v).ok());
+      ASSERT_TRUE(t->Put(ks, TestKey(row_keys, j), v).ok());
     }
     Status st = t->Commit();
     ASSERT_TRUE(st.ok()) << st.ToString();
@@ -91,6 +98,7 @@ class PageIoTest : public ::testing::TestWithParam<Provider> {
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
   static void TearDownTestSuite() { cluster_.reset(); }
+  void ScanIsReadAtomicUnderConcurrentWriters(KeyspaceId ks, bool row_keys);
   KeyspaceId Ks() const {
     return KeyHash(std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
   }
@@ -254,43 +262,65 @@ TEST_P(PageIoTest, BadInputGetsClearPerRequestErrors) {
 
 // ---- scans ---------------------------------------------------------------------------------
 
-std::map<std::string, std::string> ScanAll(Client* c, KeyspaceId ks, ScanStats* stats = nullptr) {
+// Every row of a scan, by Next (row by row) or NextRows (a partition at a time, each value
+// placed as asked: value + 1 8-byte aligned).
+std::map<std::string, std::string> ScanAll(Client* c, KeyspaceId ks, ScanStats* stats = nullptr,
+                                           bool by_partition = true) {
   std::unique_ptr<Scanner> s;
-  Status st = c->OpenScan(ks, ScanOptions(), &s);
+  ScanOptions so;
+  so.value_align_skip = 1;
+  Status st = c->OpenScan(ks, so, &s);
   EXPECT_TRUE(st.ok()) << st.ToString();
   std::map<std::string, std::string> rows;
   if (!st.ok()) return rows;
   for (;;) {
-    ScanRow row;
     bool done = false;
-    st = s->Next(&row, &done);
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    if (!st.ok() || done) break;
-    EXPECT_TRUE(rows.emplace(row.key, row.value).second) << "key returned twice: " << row.key;
+    if (by_partition) {
+      std::span<const ScanRow> part;
+      st = s->NextRows(&part, &done);
+      EXPECT_TRUE(st.ok()) << st.ToString();
+      if (!st.ok() || done) break;
+      EXPECT_FALSE(part.empty());
+      for (const ScanRow& row : part) {
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(row.value.data() + 1) % 8, 0u);
+        EXPECT_TRUE(rows.emplace(row.key, row.value).second) << "key returned twice: " << row.key;
+      }
+    } else {
+      ScanRow row;
+      st = s->Next(&row, &done);
+      EXPECT_TRUE(st.ok()) << st.ToString();
+      if (!st.ok() || done) break;
+      EXPECT_TRUE(rows.emplace(row.key, row.value).second) << "key returned twice: " << row.key;
+    }
   }
   if (stats) *stats = s->stats();
   return rows;
 }
 
-TEST_P(PageIoTest, ScanReturnsEveryCommittedRowOnce) {
-  auto c = OpenClient(*cluster_, GetParam());
-  const KeyspaceId ks = Ks();
-  Load(c.get(), ks, 800, 200);
+void ScanReturnsEveryCommittedRowOnce(Client* c, KeyspaceId ks, bool row_keys) {
+  SCOPED_TRACE(row_keys ? "row keys" : "string keys");
+  Load(c, ks, 800, 200, "v", row_keys);
   // Overwrite some, delete some.
   auto t = c->Begin();
   std::map<std::string, std::string> want;
   for (int i = 0; i < 800; i++) {
     std::string v = "v" + std::to_string(i);
     v.resize(200, '.');
-    want["k" + std::to_string(i)] = v;
+    want[TestKey(row_keys, i)] = v;
   }
   for (int i = 0; i < 800; i += 7) {
-    ASSERT_TRUE(t->Put(ks, "k" + std::to_string(i), "new").ok());
-    want["k" + std::to_string(i)] = "new";
+    ASSERT_TRUE(t->Put(ks, TestKey(row_keys, i), "new").ok());
+    want[TestKey(row_keys, i)] = "new";
   }
   for (int i = 3; i < 800; i += 11) {
-    ASSERT_TRUE(t->Delete(ks, "k" + std::to_string(i)).ok());
-    want.erase("k" + std::to_string(i));
+    ASSERT_TRUE(t->Delete(ks, TestKey(row_keys, i)).ok());
+    want.erase(TestKey(row_keys, i));
+  }
+  if (row_keys) {
+    // A key far from the others (the range of a partition's keys is then too wide for a
+    // bitmap), written twice.
+    ASSERT_TRUE(t->Put(ks, RowKey(uint64_t{1} << 40), "far").ok());
+    want[RowKey(uint64_t{1} << 40)] = "far";
   }
   // Values larger than a page: records on runs of pages (read back by snapshot GET).
   for (int i = 0; i < 3; i++) {
@@ -299,20 +329,63 @@ TEST_P(PageIoTest, ScanReturnsEveryCommittedRowOnce) {
     want["big" + std::to_string(i)] = big;
   }
   ASSERT_TRUE(t->Commit().ok());
+  if (row_keys) {
+    auto again = c->Begin();
+    ASSERT_TRUE(again->Put(ks, RowKey(uint64_t{1} << 40), "far again").ok());
+    ASSERT_TRUE(again->Commit().ok());
+    want[RowKey(uint64_t{1} << 40)] = "far again";
+    // Versions newer than a scan's snapshot: written after it opened, not returned.
+    std::unique_ptr<Scanner> scan;
+    ASSERT_TRUE(c->OpenScan(ks, ScanOptions(), &scan).ok());
+    auto late = c->Begin();
+    ASSERT_TRUE(late->Put(ks, TestKey(true, 1), "late").ok());
+    ASSERT_TRUE(late->Put(ks, TestKey(true, 5000), "late").ok());
+    ASSERT_TRUE(late->Delete(ks, TestKey(true, 2)).ok());
+    ASSERT_TRUE(late->Commit().ok());
+    std::map<std::string, std::string> got;
+    for (;;) {
+      ScanRow row;
+      bool done = false;
+      ASSERT_TRUE(scan->Next(&row, &done).ok());
+      if (done) break;
+      EXPECT_TRUE(got.emplace(row.key, row.value).second);
+    }
+    EXPECT_TRUE(got == want);
+    want[TestKey(true, 1)] = "late";
+    want[TestKey(true, 5000)] = "late";
+    want.erase(TestKey(true, 2));
+  }
   ScanStats stats;
-  auto got = ScanAll(c.get(), ks, &stats);
+  auto got = ScanAll(c, ks, &stats);
   EXPECT_EQ(got.size(), want.size());
   EXPECT_TRUE(got == want);
+  EXPECT_TRUE(ScanAll(c, ks, nullptr, false) == want);
   EXPECT_EQ(stats.partitions, c->BucketsOf(ks));
   EXPECT_GT(stats.pages, 0u);
   EXPECT_GE(stats.repaired, 3u);
 }
 
+TEST_P(PageIoTest, ScanReturnsEveryCommittedRowOnce) {
+  auto c = OpenClient(*cluster_, GetParam());
+  ScanReturnsEveryCommittedRowOnce(c.get(), Ks(), false);
+  ScanReturnsEveryCommittedRowOnce(c.get(), Ks() + 1, true);
+}
+
 TEST_P(PageIoTest, ScanIsReadAtomicUnderConcurrentMultiPartitionWriters) {
-  const KeyspaceId ks = Ks();
+  for (bool row_keys : {false, true}) {
+    SCOPED_TRACE(row_keys ? "row keys" : "string keys");
+    ScanIsReadAtomicUnderConcurrentWriters(Ks() + row_keys, row_keys);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+void PageIoTest::ScanIsReadAtomicUnderConcurrentWriters(KeyspaceId ks, bool row_keys) {
   constexpr int kGroups = 8;
   constexpr int kKeysPerGroup = 6;  // spread over partitions by their hashes
-  auto key = [](int g, int k) { return "g" + std::to_string(g) + ":" + std::to_string(k); };
+  auto key = [row_keys](int g, int k) {
+    return row_keys ? RowKey(static_cast<uint64_t>(g * kKeysPerGroup + k))
+                    : "g" + std::to_string(g) + ":" + std::to_string(k);
+  };
   auto write_group = [&](Client* c, int g, const std::string& tag) {
     auto t = c->Begin();
     for (int k = 0; k < kKeysPerGroup; k++) EXPECT_TRUE(t->Put(ks, key(g, k), tag).ok());
@@ -388,39 +461,49 @@ TEST(PageScanGcTest, ScanAfterDeletesGcAndCompaction) {
   Status st = TestCluster::Start(o, &cluster);
   ASSERT_TRUE(st.ok()) << st.ToString();
   auto c = OpenClient(*cluster, Provider::kShm);
-  const KeyspaceId ks = 0x6C6C;
-  c->DefineKeyspace(ks, 2);
-  Load(c.get(), ks, 3000, 500, "a");
-  Load(c.get(), ks, 3000, 500, "b");  // every key overwritten: the first versions are garbage
-  std::map<std::string, std::string> want;
-  auto t = c->Begin();
-  for (int i = 0; i < 3000; i++) {
-    const std::string k = "k" + std::to_string(i);
-    if (i % 3 == 0) {
-      std::string v = "b" + std::to_string(i);
-      v.resize(500, '.');
-      want[k] = v;
-    } else {
-      ASSERT_TRUE(t->Delete(ks, k).ok());
+  // String keys in one keyspace, row keys (the scanner's fast path) in another.
+  const KeyspaceId kss[2] = {0x6C6C, 0x6C6D};
+  std::map<std::string, std::string> want[2];
+  std::vector<protocol::ScanOpenPartition> counts_before[2];
+  for (int r = 0; r < 2; r++) {
+    const KeyspaceId ks = kss[r];
+    const bool row_keys = r == 1;
+    c->DefineKeyspace(ks, 2);
+    Load(c.get(), ks, 3000, 500, "a", row_keys);
+    Load(c.get(), ks, 3000, 500, "b", row_keys);  // every key overwritten: first versions garbage
+    auto t = c->Begin();
+    for (int i = 0; i < 3000; i++) {
+      const std::string k = TestKey(row_keys, i);
+      if (i % 3 == 0) {
+        std::string v = "b" + std::to_string(i);
+        v.resize(500, '.');
+        want[r][k] = v;
+      } else {
+        ASSERT_TRUE(t->Delete(ks, k).ok());
+      }
     }
+    ASSERT_TRUE(t->Commit().ok());
+    counts_before[r] = PageCounts(c.get(), ks);
   }
-  ASSERT_TRUE(t->Commit().ok());
-  auto counts_before = PageCounts(c.get(), ks);
   // GC passes run every second: versions and tombstones expire, segments are compacted.
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-  std::vector<PageRef> first_pages;
-  for (uint32_t b = 0; b < 2; b++)
-    first_pages.push_back({{ks, b}, 0, counts_before[b].epoch, 8192});
-  std::vector<PageResult> got;
-  st = ReadAll(c.get(), first_pages, PageReaderOptions(), &got);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  int retired = 0;
-  for (const auto& g : got) retired += g.status.Is(Status::Code::kNotFound);
-  EXPECT_GT(retired, 0) << "compaction should have retired the oldest segment";
-  ScanStats stats;
-  auto rows = ScanAll(c.get(), ks, &stats);
-  EXPECT_EQ(rows.size(), want.size());
-  EXPECT_TRUE(rows == want);
+  for (int r = 0; r < 2; r++) {
+    SCOPED_TRACE(r == 1 ? "row keys" : "string keys");
+    const KeyspaceId ks = kss[r];
+    std::vector<PageRef> first_pages;
+    for (uint32_t b = 0; b < 2; b++)
+      first_pages.push_back({{ks, b}, 0, counts_before[r][b].epoch, 8192});
+    std::vector<PageResult> got;
+    st = ReadAll(c.get(), first_pages, PageReaderOptions(), &got);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    int retired = 0;
+    for (const auto& g : got) retired += g.status.Is(Status::Code::kNotFound);
+    EXPECT_GT(retired, 0) << "compaction should have retired the oldest segment";
+    ScanStats stats;
+    auto rows = ScanAll(c.get(), ks, &stats);
+    EXPECT_EQ(rows.size(), want[r].size());
+    EXPECT_TRUE(rows == want[r]);
+  }
 }
 
 // ---- memory budget -----------------------------------------------------------------------
@@ -449,7 +532,8 @@ TEST(PageBudgetTest, DataLargerThanServerMemoryIsServed) {
   // In reads of 100 keys (100 KiB replies).
   for (size_t from = 0; from < keys.size(); from += 100) {
     std::vector<ReadItem> items;
-    for (size_t i = from; i < std::min(keys.size(), from + 100); i++) items.push_back({ks, keys[i], {}});
+    for (size_t i = from; i < std::min(keys.size(), from + 100); i++)
+      items.push_back({ks, keys[i], {}});
     auto t = c->Begin();
     std::vector<ReadResult> got;
     st = t->GetAll(items, &got);

@@ -90,6 +90,25 @@ void StoreRow(TupleTableSlot* slot, Relation rel, uint64_t rowid, std::string_vi
   });
 }
 
+void StoreScannedRow(TupleTableSlot* slot, Relation rel, uint64_t rowid, std::string_view encoded) {
+  const char* bytes = encoded.data() + 1;
+  if (slot->tts_ops != &TTSOpsMinimalTuple ||
+      reinterpret_cast<uintptr_t>(bytes) % MAXIMUM_ALIGNOF != 0) {
+    StoreRow(slot, rel, rowid, encoded);
+    return;
+  }
+  if (encoded.empty() || encoded[0] != kFormatMinimalTuple ||
+      !PlausibleTuple(bytes, encoded.size() - 1, RelationGetDescr(rel))) {
+    StoreRow(slot, rel, rowid, encoded);  // reports the row
+    return;
+  }
+  // Cannot fail: the slot is a minimal-tuple slot (ExecStoreMinimalTuple's only error), and
+  // clearing it frees only what it owns.
+  ExecStoreMinimalTuple(reinterpret_cast<MinimalTuple>(const_cast<char*>(bytes)), slot, false);
+  slot->tts_tableOid = RelationGetRelid(rel);
+  SetTid(&slot->tts_tid, rowid);
+}
+
 bool RowAttribute(Relation rel, std::string_view encoded, AttrNumber attnum, Datum* value) {
   if (encoded.empty() || encoded[0] != kFormatMinimalTuple ||
       !PlausibleTuple(encoded.data() + 1, encoded.size() - 1, RelationGetDescr(rel))) {

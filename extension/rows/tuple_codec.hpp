@@ -15,6 +15,9 @@ namespace pgramp {
 std::string EncodeSlot(TupleTableSlot* slot);
 // Stores an encoded row into slot (any slot type), with its TID and table OID.
 void StoreRow(TupleTableSlot* slot, Relation rel, uint64_t rowid, std::string_view encoded);
+// StoreRow for rows of a sequential scan whose bytes stay in place until the scan's next row:
+// a minimal-tuple slot points at them (no copy) when the tuple is aligned; otherwise a copy.
+void StoreScannedRow(TupleTableSlot* slot, Relation rel, uint64_t rowid, std::string_view encoded);
 // The value of attribute attnum (1-based) of an encoded row, palloc'd in the current memory
 // context when by reference. Returns false for NULL.
 bool RowAttribute(Relation rel, std::string_view encoded, AttrNumber attnum, Datum* value);

@@ -78,6 +78,15 @@ class ProbeRowSource : public RowSource {
 
 }  // namespace
 
+bool RowSource::NextViews(std::vector<RowView>* out) {
+  out->clear();
+  const bool more = NextBatch(&held_);
+  for (const RowVersion& row : held_) {
+    if (row.live) out->push_back(RowView{row.rowid, row.ts, row.value, false});
+  }
+  return more;
+}
+
 std::unique_ptr<BlockRanges> SerialBlockRanges(uint64_t first, uint64_t end, uint64_t chunk) {
   return std::make_unique<SerialRanges>(first, end, chunk);
 }

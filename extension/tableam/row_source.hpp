@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ramp/types.h"
@@ -24,6 +25,16 @@ struct RowVersion {
   std::string value;
 };
 
+// A live row as a view: valid until the next call of the RowSource that returned it.
+struct RowView {
+  uint64_t rowid = 0;
+  ramp::Timestamp ts;
+  std::string_view value;
+  // The value's bytes after the format byte (the MinimalTuple) are 8-byte aligned and stay
+  // where they are until the next call: a slot may point at them instead of a copy.
+  bool stable = false;
+};
+
 // Hands out ranges of row-id blocks [first, end) (256 row ids per block). The serial one
 // walks a fixed range; the parallel one (scan.cpp) draws from a counter in shared memory.
 class BlockRanges {
@@ -38,9 +49,16 @@ class RowSource {
  public:
   virtual ~RowSource() = default;
   // Replaces *out with the next batch of versions, in ascending row-id order within the
-  // batch; false when the source is exhausted. A batch may be empty. Reads of one batch are
+  // batch (except the partition scan's: see MakeScannerRowSource); false when the source is
+  // exhausted. A batch may be empty. Reads of one batch are
   // read-atomic.
   virtual bool NextBatch(std::vector<RowVersion>* out) = 0;
+  // The same batch as views of the live rows, valid until the next call of NextViews or
+  // NextBatch. By default the rows of NextBatch, held by the source.
+  virtual bool NextViews(std::vector<RowView>* out);
+
+ private:
+  std::vector<RowVersion> held_;
 };
 
 // Phase 1: every row id of each block range is read with ramp::ReadSession::ReadRows
@@ -54,8 +72,9 @@ std::unique_ptr<RowSource> MakeProbeRowSource(const ramp::KeyspaceRef& ks,
 inline constexpr size_t kProbeKeysPerRequest = 8192;
 
 // The engine's read-atomic partition scan (Client::OpenScan: pages of every partition of the
-// keyspace through remote page I/O, one snapshot for the whole scan). Live rows only; each
-// batch sorted by row id (batches are not in order with each other); does not remember
+// keyspace through remote page I/O, one snapshot for the whole scan). Live rows only, in no
+// particular order (sequential scans need none); NextViews allocates
+// nothing per row (views into the scanner's memory, values aligned); does not remember
 // the versions read (writes re-read them). Pays for live rows, not for the holes of a row-id range,
 // but opens its own connections and buffers: the probe source stays cheaper for small tables.
 std::unique_ptr<RowSource> MakeScannerRowSource(const ramp::KeyspaceRef& ks);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rows/keys.hpp"
@@ -61,7 +62,7 @@ struct TableScan {
 
   // sequential / parallel
   std::unique_ptr<RowSource> source;
-  std::vector<RowVersion> batch;
+  std::vector<RowView> batch;
   size_t pos = 0;
   bool remote_done = false;
   bool overlay_done = false;
@@ -113,28 +114,34 @@ struct TableScan {
   }
 
   // Next visible row of a sequential scan: a remote row or one of the transaction's own.
-  const std::string* Next(uint64_t* rowid) {
+  // *stable: the value stays where it is until the next call (a remote row of the source's
+  // batch, its tuple aligned), so the slot may point at it.
+  bool Next(uint64_t* rowid, std::string_view* value, bool* stable) {
     const XactState* x = XactIfAny();
     while (!remote_done) {
       if (pos < batch.size()) {
-        const RowVersion& row = batch[pos++];
+        const RowView& row = batch[pos++];
         if (x != nullptr) {
           const ramp::BatchEntry* own = x->writes.Find(ks.id, ramp::EntryKey{0, row.rowid});
           if (own != nullptr && vis.SeesDelete(*own)) continue;
           if (own != nullptr && own->in_place && vis.SeesInsert(*own)) {
             *rowid = row.rowid;  // updated in place by this transaction: its value
-            return &own->value;
+            *value = own->value;
+            *stable = false;
+            return true;
           }
         }
         *rowid = row.rowid;
-        return &row.value;
+        *value = row.value;
+        *stable = row.stable;
+        return true;
       }
       if (ks.fresh) {
         remote_done = true;
         break;
       }
       if (source == nullptr) StartSource();
-      if (!source->NextBatch(&batch)) {
+      if (!source->NextViews(&batch)) {
         remote_done = true;
         batch.clear();
       }
@@ -142,7 +149,7 @@ struct TableScan {
     }
     // Own inserts: none in parallel scans (workers cannot see the leader's buffer; the
     // planner hook keeps parallel plans away from tables with buffered writes).
-    if (overlay_done || x == nullptr || parallel != nullptr) return nullptr;
+    if (overlay_done || x == nullptr || parallel != nullptr) return false;
     const ramp::WriteBatch::Keyspace* own = x->writes.Of(ks.id);
     const std::string* next = nullptr;
     if (own != nullptr) {
@@ -155,8 +162,13 @@ struct TableScan {
         return false;
       });
     }
-    if (next == nullptr) overlay_done = true;
-    return next;
+    if (next == nullptr) {
+      overlay_done = true;
+      return false;
+    }
+    *value = *next;
+    *stable = false;
+    return true;
   }
 
   void LoadBlock(uint32_t blockno, const std::vector<uint64_t>& rowids) {
@@ -254,9 +266,14 @@ bool ScanGetNextSlot(TableScanDesc scan, ScanDirection direction, TupleTableSlot
     }
     TableScan& s = StateOf(scan);
     uint64_t rowid = 0;
-    const std::string* value = s.Next(&rowid);
-    if (value == nullptr) return false;
-    StoreRow(slot, s.rel, rowid, *value);
+    std::string_view value;
+    bool stable = false;
+    if (!s.Next(&rowid, &value, &stable)) return false;
+    if (stable) {
+      StoreScannedRow(slot, s.rel, rowid, value);
+    } else {
+      StoreRow(slot, s.rel, rowid, value);
+    }
     return true;
   });
   if (!found) ExecClearTuple(slot);

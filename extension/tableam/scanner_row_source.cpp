@@ -6,6 +6,7 @@
 // CPU): an UPDATE or DELETE driven by this scan reads the row's version again before it
 // writes (tableam/modify.cpp), and a version that changed since makes it fail with 40001.
 #include <algorithm>
+#include <span>
 #include <utility>
 
 #include "ramp/client.h"
@@ -18,45 +19,62 @@ namespace pgramp::tam {
 
 namespace {
 
-// Rows handed out per batch: the executor consumes them one by one; a batch is sorted by
-// row id (the RowSource contract) and bounds the memory a scan holds at the extension level.
+// Rows handed out per batch: the executor consumes them one by one. A batch is a piece of
+// one partition's rows, in the scanner's order (the order of the partition's log, nearly):
+// not sorted by row id, which no consumer of this source needs.
 constexpr size_t kRowsPerBatch = 4096;
 
 class ScannerRowSource : public RowSource {
  public:
   explicit ScannerRowSource(const ramp::KeyspaceRef& ks) : ks_(ks) {}
 
-  bool NextBatch(std::vector<RowVersion>* out) override {
+  bool NextViews(std::vector<RowView>* out) override {
     out->clear();
-    if (done_) return false;
     Session& session = Session::Get();
-    if (scanner_ == nullptr) {
-      session.Define(ks_);
-      session.Check(session.client().OpenScan(ks_.id, ramp::ScanOptions(), &scanner_),
-                    "opening a scan of a ramp table");
-    }
-    ramp::ScanRow row;
-    while (out->size() < kRowsPerBatch) {
+    while (pos_ >= part_.size()) {
+      if (done_) return false;
+      if (scanner_ == nullptr) {
+        session.Define(ks_);
+        ramp::ScanOptions options;
+        options.value_align_skip = 1;  // [format byte][MinimalTuple]: the tuple aligned
+        session.Check(session.client().OpenScan(ks_.id, options, &scanner_),
+                      "opening a scan of a ramp table");
+      }
       bool end = false;
-      session.Check(scanner_->Next(&row, &end), "scanning a ramp table");
+      session.Check(scanner_->NextRows(&part_, &end), "scanning a ramp table");
+      pos_ = 0;
       if (end) {
         done_ = true;
+        part_ = {};
         scanner_.reset();
-        break;
+        return false;
       }
+    }
+    const size_t stop = std::min(part_.size(), pos_ + kRowsPerBatch);
+    for (; pos_ < stop; pos_++) {
+      const ramp::ScanRow& row = part_[pos_];
       uint64_t rowid = 0;
       if (!DecodeRowKey(row.key, &rowid)) continue;  // the row-id sequence, not a row
-      out->push_back(RowVersion{rowid, row.ts, true, std::move(row.value)});
+      out->push_back(RowView{rowid, row.ts, row.value, true});
     }
-    std::sort(out->begin(), out->end(),
-              [](const RowVersion& a, const RowVersion& b) { return a.rowid < b.rowid; });
-    return !out->empty() || !done_;
+    return true;
+  }
+
+  bool NextBatch(std::vector<RowVersion>* out) override {
+    out->clear();
+    const bool more = NextViews(&views_);
+    for (const RowView& v : views_)
+      out->push_back(RowVersion{v.rowid, v.ts, true, std::string(v.value)});
+    return more;
   }
 
  private:
   ramp::KeyspaceRef ks_;
   std::unique_ptr<ramp::Scanner> scanner_;
+  std::span<const ramp::ScanRow> part_;  // the current partition's rows (scanner memory)
+  size_t pos_ = 0;
   bool done_ = false;
+  std::vector<RowView> views_;
 };
 
 }  // namespace

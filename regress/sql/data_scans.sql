@@ -162,6 +162,31 @@ UPDATE big_ramp SET payload = 'own update' WHERE id = 500;
 SELECT count(*), sum(g), count(*) FILTER (WHERE payload LIKE 'own%') AS own_rows FROM big_ramp;
 ROLLBACK;
 SELECT count(*), sum(g) FROM big_ramp;
+-- The rows of a page scan are not copied: the slot points into the scanner's memory until
+-- the next row. A LIMIT stops mid-partition, a rescanned inner side starts over, a cursor
+-- fetches across partitions, and a sort keeps what it took.
+SELECT count(*), count(DISTINCT id) FROM (SELECT id FROM big_ramp LIMIT 30000) s;
+SELECT v.x, s.* FROM (VALUES (1), (3)) v(x),
+  LATERAL (SELECT count(*), sum(g), sum(length(payload)) FROM big_ramp WHERE g > v.x) s ORDER BY 1;
+SELECT v.x, s.* FROM (VALUES (1), (3)) v(x),
+  LATERAL (SELECT count(*), sum(g), sum(length(payload)) FROM big_heap WHERE g > v.x) s ORDER BY 1;
+SELECT v.x, (SELECT count(*) FROM (SELECT id FROM big_ramp WHERE g = v.x LIMIT 3) l)
+  FROM (VALUES (1), (2)) v(x) ORDER BY 1;
+DO $$
+DECLARE
+  c CURSOR FOR SELECT id, payload FROM big_ramp;
+  n bigint := 0;
+  total bigint := 0;
+BEGIN
+  FOR r IN c LOOP
+    n := n + 1;
+    total := total + length(r.payload);
+  END LOOP;
+  RAISE NOTICE 'cursor: % rows, % payload bytes', n, total;
+END
+$$;
+SELECT count(*), sum(length(payload)) FROM big_heap;
+SELECT id, g, payload FROM big_ramp ORDER BY id DESC LIMIT 3;
 RESET max_parallel_workers_per_gather;
 DROP TABLE big_ramp, big_heap;
 

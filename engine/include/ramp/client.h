@@ -122,14 +122,20 @@ struct ScanOptions {
   // Per connection. Buffers: servers x connections x batches x batch_pages x 8 KiB
   // (12 MiB with 3 servers), allocated when the scan opens.
   int batches_in_flight = 8;
+  // Each row's value is placed so that value.data() + value_align_skip is 8-byte aligned
+  // (a caller whose values carry a tag byte before an aligned structure asks for 1).
+  uint32_t value_align_skip = 0;
   // Called with every page the scan asks for, in order (I/O traces for benchmarks).
   std::function<void(const PartitionId& part, uint32_t page_no)> on_page;
 };
 
+// A row of a scan. key and value view memory of the Scanner, which holds one partition's
+// rows at a time: they stay valid until the Scanner moves on to the next partition (the
+// call of Next or NextRows after the last row of their partition) or is destroyed.
 struct ScanRow {
-  std::string key;
+  std::string_view key;
   Timestamp ts;
-  std::string value;
+  std::string_view value;
 };
 
 struct ScanStats {
@@ -149,6 +155,10 @@ class Scanner {
   // The next row into *row; *done becomes true (and *row is untouched) after the last one.
   // Rows come partition by partition, in no particular order within a partition.
   Status Next(ScanRow* row, bool* done);
+  // The rows of the current partition not yet returned (the next partition's when every row
+  // of the current one was), at least one unless *done: one call per partition. The span
+  // and the rows' views stay valid until the next call of Next or NextRows.
+  Status NextRows(std::span<const ScanRow>* rows, bool* done);
   Timestamp snapshot() const;
   ScanStats stats() const;
 

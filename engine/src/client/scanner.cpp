@@ -23,8 +23,20 @@
 // version and its mark stay, and the scan would bring a deleted key back. Pages retired by
 // compaction during the scan had their live records relocated past the page count first:
 // the scanner then reads the new tail as well.
+//
+// Without a map of strings. Row keys (8 bytes: table keyspaces, ramp/keys.h RowKey) take a
+// fast path: every version of such a key seen in the pages becomes a fixed-size entry (the
+// key as a number, its timestamp and flags; the row's bytes are copied into one arena only
+// when the version can be the answer: valid, at or below the snapshot, not a tombstone).
+// A bitmap over the range of the partition's keys finds the keys seen more than once (row
+// ids are not reused: after garbage collection nearly every key has one version); keys seen
+// once are decided alone, in the order of the log, the others sorted and decided together by
+// the same rule. Keys of other lengths (the row-id sequence, other layouts) keep a per-key
+// map. Rows are views into the arena, which is reused from one partition to the next:
+// nothing is allocated per row.
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <thread>
 #include <unordered_map>
@@ -41,13 +53,88 @@ namespace {
 constexpr int kMaxTailRounds = 16;
 constexpr size_t kRepairBatch = 256;
 
-// The newest version of a key seen in the pages.
+// The newest version of a key seen in the pages (keys that are not row keys).
 struct Newest {
   Timestamp ts;
   bool valid = false;
   bool tombstone = false;
   bool above = false;  // some version is newer than the snapshot
   std::string value;
+};
+
+// One version of a row key seen in the pages.
+constexpr uint8_t kSeenAbove = 1;  // newer than the snapshot (ts and the rest unused)
+constexpr uint8_t kSeenValid = 2;
+constexpr uint8_t kSeenTombstone = 4;
+struct Seen {
+  uint64_t key;  // the 8 key bytes read big-endian: numeric order is the bytes' order
+  Timestamp ts;
+  uint64_t at;  // arena offset of the row (when valid, at or below the snapshot, live)
+  uint32_t value_len;
+  uint8_t flags;
+};
+
+// The entries of one page, in the order of the log.
+struct PageSpan {
+  uint32_t page_no;
+  uint32_t begin;
+  uint32_t end;
+};
+
+// A row of the partition being loaded: arena offset of its key (the value follows).
+struct RowRef {
+  uint64_t at;
+  uint32_t key_len;
+  uint32_t value_len;
+  Timestamp ts;
+};
+
+inline uint64_t LoadBigEndian64(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return __builtin_bswap64(v);
+}
+
+// Grows without initialising and without keeping pointers: rows refer to it by offset until
+// the partition is complete.
+class Arena {
+ public:
+  uint64_t size() const { return size_; }
+  uint8_t* data() { return data_.get(); }
+  void clear() { size_ = 0; }
+  void release() {
+    data_.reset();
+    size_ = capacity_ = 0;
+  }
+  // Room for n bytes without moving (one allocation per partition instead of doublings).
+  void Reserve(uint64_t need) {
+    if (need <= capacity_) return;
+    uint64_t cap = std::max<uint64_t>(need, std::max<uint64_t>(capacity_ * 2, uint64_t{1} << 20));
+    std::unique_ptr<uint8_t[]> bigger(new uint8_t[cap]);
+    if (size_ != 0) std::memcpy(bigger.get(), data_.get(), size_);
+    data_ = std::move(bigger);
+    capacity_ = cap;
+  }
+  // Stores key and value (value placed so that value + skip is 8-byte aligned); returns the
+  // offset of the key.
+  uint64_t Add(std::string_view key, std::string_view value, uint32_t skip) {
+    const uint64_t at = (size_ + 7) & ~uint64_t{7};
+    const uint64_t vpos = ValueOffset(at, key.size(), skip);
+    Reserve(vpos + value.size());
+    if (!key.empty()) std::memcpy(data_.get() + at, key.data(), key.size());
+    if (!value.empty()) std::memcpy(data_.get() + vpos, value.data(), value.size());
+    size_ = vpos + value.size();
+    return at;
+  }
+  static uint64_t ValueOffset(uint64_t at, size_t key_len, uint32_t skip) {
+    const uint64_t after_key = at + key_len;
+    return after_key + ((8 - (after_key + skip) % 8) % 8);
+  }
+
+ private:
+  std::unique_ptr<uint8_t[]> data_;
+  uint64_t size_ = 0;
+  uint64_t capacity_ = 0;
 };
 }  // namespace
 
@@ -59,13 +146,25 @@ struct Scanner::State {
   std::vector<protocol::ScanOpenPartition> info;
   std::unique_ptr<PageReader> reader;
   std::function<void(const PartitionId&, uint32_t)> on_page;
+  uint32_t value_align_skip = 0;
   size_t next_part = 0;
   std::vector<ScanRow> rows;
   size_t pos = 0;
   ScanStats stats;
 
+  // Working memory of LoadPartition, kept from one partition to the next.
+  Arena arena;
+  std::vector<Seen> seen;
+  std::vector<Seen> ordered;
+  std::vector<PageSpan> spans;
+  std::vector<RowRef> refs;
+  std::vector<Seen> ordered_multi;
+  std::vector<uint64_t> bitmap;
+  std::vector<uint64_t> repeated;  // sorted, unique
+
   Status OpenAt(std::span<const size_t> which, bool wait_pending);
   Status LoadPartition(size_t index);
+  void FindRepeatedKeys(const std::vector<Seen>& es);
   Status Repair(const PartitionId& part, const std::vector<std::string>& keys);
 };
 
@@ -149,6 +248,7 @@ Status Client::OpenScan(KeyspaceId keyspace, const ScanOptions& options,
   // and the scan trusts valid bits (pages the memory budget evicted are read from disk all
   // the same, rewritten when they were evicted).
   st->on_page = options.on_page;
+  st->value_align_skip = options.value_align_skip;
   RAMP_RETURN_IF_ERROR(PageReader::Open(this, ro, &st->reader));
   out->reset(new Scanner(std::move(st)));
   return Status::OK();
@@ -179,27 +279,76 @@ Status Scanner::State::Repair(const PartitionId& part, const std::vector<std::st
                                    std::to_string(static_cast<int>(r.status)) + ")");
       }
       if (r.flags & record::kRecordTombstone) continue;
-      rows.push_back({keys[from + i], r.ts, std::string(r.value)});
+      const std::string& key = keys[from + i];
+      refs.push_back({arena.Add(key, r.value, value_align_skip), static_cast<uint32_t>(key.size()),
+                      static_cast<uint32_t>(r.value.size()), r.ts});
     }
   }
   return Status::OK();
 }
 
+// The keys of more than one entry, into `repeated` (sorted, unique).
+void Scanner::State::FindRepeatedKeys(const std::vector<Seen>& es) {
+  repeated.clear();
+  if (es.size() < 2) return;
+  uint64_t lo = es[0].key, hi = es[0].key;
+  for (const Seen& e : es) {
+    lo = std::min(lo, e.key);
+    hi = std::max(hi, e.key);
+  }
+  const uint64_t range = hi - lo;
+  if (range / 64 > es.size() * 4 + (uint64_t{1} << 20)) {
+    // Sparse keys: sorted copies of the keys instead of a bitmap of the range.
+    std::vector<uint64_t> keys;
+    keys.reserve(es.size());
+    for (const Seen& e : es) keys.push_back(e.key);
+    std::sort(keys.begin(), keys.end());
+    for (size_t i = 1; i < keys.size(); i++) {
+      if (keys[i] == keys[i - 1] && (repeated.empty() || repeated.back() != keys[i])) {
+        repeated.push_back(keys[i]);
+      }
+    }
+    return;
+  }
+  bitmap.assign(range / 64 + 1, 0);
+  for (const Seen& e : es) {
+    const uint64_t bit = e.key - lo;
+    uint64_t& word = bitmap[bit / 64];
+    const uint64_t mask = uint64_t{1} << (bit % 64);
+    if (word & mask) repeated.push_back(e.key);
+    word |= mask;
+  }
+  std::sort(repeated.begin(), repeated.end());
+  repeated.erase(std::unique(repeated.begin(), repeated.end()), repeated.end());
+}
+
 Status Scanner::State::LoadPartition(size_t index) {
   const PartitionId part = parts[index];
-  std::unordered_map<std::string, Newest> newest;
-  std::unordered_set<std::string> undecidable;  // keys in multi-page records
+  arena.clear();
+  seen.clear();
+  spans.clear();
+  refs.clear();
+  rows.clear();
+  pos = 0;
+  std::unordered_map<std::string, Newest> newest;  // keys that are not row keys
+  std::unordered_set<std::string> undecidable;     // keys in multi-page records
+  const uint32_t skip = value_align_skip;
   uint32_t from = 0;
   uint32_t to = info[index].page_count;
+  // What the pages' rows take in the arena: at most their bytes plus alignment (records
+  // are at least 64 bytes, a row adds at most 14 bytes of padding).
+  arena.Reserve(uint64_t{to} * record::kPageBytes / 4 * 5);
   for (int round = 0;; round++) {
-    std::vector<PageRef> refs;
+    std::vector<PageRef> page_refs;
+    page_refs.reserve(to - from);
     for (uint32_t p = from; p < to; p++) {
-      refs.push_back({part, p, info[index].epoch, 8192});
+      page_refs.push_back({part, p, info[index].epoch, 8192});
       if (on_page) on_page(part, p);
     }
     bool retired = false;
     Status st = reader->Read(
-        refs, [&](size_t, const Status& ps, const uint8_t* data, uint32_t len) -> Status {
+        page_refs,
+        [&](size_t page_index, const Status& ps, const uint8_t* data, uint32_t len) -> Status {
           if (ps.Is(Status::Code::kNotFound)) {
             retired = true;  // compacted away: its live records are past the page count now
             return Status::OK();
@@ -220,6 +369,7 @@ Status Scanner::State::LoadPartition(size_t index) {
             }
             return Status::OK();
           }
+          const uint32_t begin = static_cast<uint32_t>(seen.size());
           const uint32_t used = std::min<uint32_t>(h.used, len);
           for (uint32_t off = record::kPageHeaderBytes; off < used;) {
             record::RecordView v;
@@ -229,6 +379,24 @@ Status Scanner::State::LoadPartition(size_t index) {
             off += v.total_len;
             if (v.kind != record::kKindVersion || v.keyspace != part.keyspace ||
                 v.bucket != part.bucket) {
+              continue;
+            }
+            if (v.key.size() == kRowKeyBytes) {
+              Seen e;
+              e.key = LoadBigEndian64(v.key.data());
+              e.ts = v.ts;
+              e.at = 0;
+              e.value_len = 0;
+              if (v.ts > snapshot) {
+                e.flags = kSeenAbove;
+              } else {
+                e.flags = (v.valid() ? kSeenValid : 0) | (v.tombstone() ? kSeenTombstone : 0);
+                if (v.valid() && !v.tombstone()) {
+                  e.at = arena.Add(v.key, v.value, skip);
+                  e.value_len = static_cast<uint32_t>(v.value.size());
+                }
+              }
+              seen.push_back(e);
               continue;
             }
             Newest& n = newest[std::string(v.key)];
@@ -241,6 +409,10 @@ Status Scanner::State::LoadPartition(size_t index) {
               n.tombstone = v.tombstone();
               n.value.assign(v.tombstone() ? std::string_view() : v.value);
             }
+          }
+          if (seen.size() > begin) {
+            spans.push_back({from + static_cast<uint32_t>(page_index), begin,
+                             static_cast<uint32_t>(seen.size())});
           }
           return Status::OK();
         });
@@ -255,16 +427,94 @@ Status Scanner::State::LoadPartition(size_t index) {
     to = info[index].page_count;
   }
 
+  // Row keys: the entries in the order of the log (pages complete out of order).
+  std::sort(spans.begin(), spans.end(),
+            [](const PageSpan& a, const PageSpan& b) { return a.page_no < b.page_no; });
+  bool in_log_order = true;
+  for (size_t i = 1; i < spans.size() && in_log_order; i++) {
+    in_log_order = spans[i].begin == spans[i - 1].end;
+  }
+  std::vector<Seen>* entries = &seen;
+  if (!in_log_order) {
+    ordered.clear();
+    ordered.reserve(seen.size());
+    for (const PageSpan& sp : spans) {
+      ordered.insert(ordered.end(), seen.begin() + sp.begin, seen.begin() + sp.end);
+    }
+    entries = &ordered;
+  }
+  std::vector<Seen>& es = *entries;
   std::vector<std::string> repair(undecidable.begin(), undecidable.end());
+  refs.reserve(es.size());
+  // Keys seen once (nearly all: row ids are not reused, and garbage collection drops the
+  // versions an update replaced) are decided alone; the entries of keys seen more than once
+  // are set aside, sorted and decided together. A bitmap over the keys' range finds them.
+  FindRepeatedKeys(es);
+  std::vector<Seen>& multi = ordered_multi;
+  multi.clear();
+  auto is_repeated = [&](uint64_t key) {
+    return !repeated.empty() && std::binary_search(repeated.begin(), repeated.end(), key);
+  };
+  auto decide = [&](const Seen* first, const Seen* last) {
+    // The newest version at or below the snapshot among the key's entries (the rule of the
+    // map above; the order of the entries does not matter).
+    const uint64_t key = first->key;
+    const Seen* best = nullptr;
+    bool above = false;
+    Timestamp best_ts;
+    for (const Seen* e = first; e != last; e++) {
+      if (e->flags & kSeenAbove) {
+        above = true;
+      } else if (e->ts > best_ts || (e->ts == best_ts && (e->flags & kSeenValid))) {
+        best = e;
+        best_ts = e->ts;
+      }
+    }
+    if (!undecidable.empty()) {
+      char k[kRowKeyBytes];
+      const uint64_t be = __builtin_bswap64(key);
+      std::memcpy(k, &be, sizeof k);
+      if (undecidable.count(std::string(k, sizeof k))) return;
+    }
+    if (above || best == nullptr || !(best->flags & kSeenValid)) {
+      repair.push_back(RowKey(key));
+    } else if (!(best->flags & kSeenTombstone)) {
+      refs.push_back({best->at, static_cast<uint32_t>(kRowKeyBytes), best->value_len, best->ts});
+    }
+  };
+  for (const Seen& e : es) {
+    if (is_repeated(e.key)) {
+      multi.push_back(e);
+    } else {
+      decide(&e, &e + 1);
+    }
+  }
+  std::sort(multi.begin(), multi.end(), [](const Seen& a, const Seen& b) { return a.key < b.key; });
+  for (size_t i = 0; i < multi.size();) {
+    size_t j = i;
+    while (j < multi.size() && multi[j].key == multi[i].key) j++;
+    decide(&multi[i], &multi[j]);
+    i = j;
+  }
   for (auto& [key, n] : newest) {
     if (undecidable.count(key)) continue;
     if (n.above || !n.valid) {
       repair.push_back(key);
     } else if (!n.tombstone) {
-      rows.push_back({key, n.ts, std::move(n.value)});
+      refs.push_back({arena.Add(key, n.value, skip), static_cast<uint32_t>(key.size()),
+                      static_cast<uint32_t>(n.value.size()), n.ts});
     }
   }
   RAMP_RETURN_IF_ERROR(Repair(part, repair));
+
+  // The arena is complete: views into it.
+  rows.reserve(refs.size());
+  const uint8_t* base = arena.data();
+  for (const RowRef& r : refs) {
+    const char* k = reinterpret_cast<const char*>(base + r.at);
+    const char* v = reinterpret_cast<const char*>(base + Arena::ValueOffset(r.at, r.key_len, skip));
+    rows.push_back({std::string_view(k, r.key_len), r.ts, std::string_view(v, r.value_len)});
+  }
   stats.partitions++;
   return Status::OK();
 }
@@ -273,15 +523,34 @@ Status Scanner::Next(ScanRow* row, bool* done) {
   State& s = *state_;
   while (s.pos >= s.rows.size()) {
     if (s.next_part >= s.parts.size()) {
+      s.rows.clear();
+      s.pos = 0;
       *done = true;
       return Status::OK();
     }
-    s.rows.clear();
-    s.pos = 0;
     RAMP_RETURN_IF_ERROR(s.LoadPartition(s.next_part++));
   }
-  *row = std::move(s.rows[s.pos++]);
+  *row = s.rows[s.pos++];
   s.stats.rows++;
+  *done = false;
+  return Status::OK();
+}
+
+Status Scanner::NextRows(std::span<const ScanRow>* rows, bool* done) {
+  State& s = *state_;
+  while (s.pos >= s.rows.size()) {
+    if (s.next_part >= s.parts.size()) {
+      s.rows.clear();
+      s.pos = 0;
+      *rows = {};
+      *done = true;
+      return Status::OK();
+    }
+    RAMP_RETURN_IF_ERROR(s.LoadPartition(s.next_part++));
+  }
+  *rows = std::span<const ScanRow>(s.rows.data() + s.pos, s.rows.size() - s.pos);
+  s.stats.rows += s.rows.size() - s.pos;
+  s.pos = s.rows.size();
   *done = false;
   return Status::OK();
 }
