@@ -22,7 +22,9 @@ namespace {
 // Rows handed out per batch: the executor consumes them one by one. A batch is a piece of
 // one partition's rows, in the scanner's order (the order of the partition's log, nearly):
 // not sorted by row id, which no consumer of this source needs.
-constexpr size_t kRowsPerBatch = 4096;
+// 1024 rows of a lineitem's size stay in a core's L2 cache until the executor takes them.
+constexpr size_t kRowsPerBatch = 1024;
+constexpr size_t kPrefetchAhead = 16;
 
 class ScannerRowSource : public RowSource {
  public:
@@ -52,6 +54,14 @@ class ScannerRowSource : public RowSource {
     }
     const size_t stop = std::min(part_.size(), pos_ + kRowsPerBatch);
     for (; pos_ < stop; pos_++) {
+      // The partition's rows are larger than the caches: ask for the lines of rows ahead
+      // (the key's, which holds the tuple's header, and the next), so that the misses of
+      // several rows overlap instead of stalling the executor one row at a time.
+      if (pos_ + kPrefetchAhead < part_.size()) {
+        const ramp::ScanRow& ahead = part_[pos_ + kPrefetchAhead];
+        __builtin_prefetch(ahead.key.data());
+        __builtin_prefetch(ahead.value.data() + 64);
+      }
       const ramp::ScanRow& row = part_[pos_];
       uint64_t rowid = 0;
       if (!DecodeRowKey(row.key, &rowid)) continue;  // the row-id sequence, not a row

@@ -30,7 +30,7 @@
 // when the version can be the answer: valid, at or below the snapshot, not a tombstone).
 // A bitmap over the range of the partition's keys finds the keys seen more than once (row
 // ids are not reused: after garbage collection nearly every key has one version); keys seen
-// once are decided alone, in the order of the log, the others sorted and decided together by
+// once are decided alone, in the order the pages arrived, the others sorted and decided together by
 // the same rule. Keys of other lengths (the row-id sequence, other layouts) keep a per-key
 // map. Rows are views into the arena, which is reused from one partition to the next:
 // nothing is allocated per row.
@@ -72,13 +72,6 @@ struct Seen {
   uint64_t at;  // arena offset of the row (when valid, at or below the snapshot, live)
   uint32_t value_len;
   uint8_t flags;
-};
-
-// The entries of one page, in the order of the log.
-struct PageSpan {
-  uint32_t page_no;
-  uint32_t begin;
-  uint32_t end;
 };
 
 // A row of the partition being loaded: arena offset of its key (the value follows).
@@ -155,16 +148,17 @@ struct Scanner::State {
   // Working memory of LoadPartition, kept from one partition to the next.
   Arena arena;
   std::vector<Seen> seen;
-  std::vector<Seen> ordered;
-  std::vector<PageSpan> spans;
   std::vector<RowRef> refs;
   std::vector<Seen> ordered_multi;
   std::vector<uint64_t> bitmap;
   std::vector<uint64_t> repeated;  // sorted, unique
+  bool bitmap_marks_repeated = false;
+  uint64_t bitmap_lo = 0;
 
   Status OpenAt(std::span<const size_t> which, bool wait_pending);
   Status LoadPartition(size_t index);
   void FindRepeatedKeys(const std::vector<Seen>& es);
+  bool IsRepeated(uint64_t key) const;
   Status Repair(const PartitionId& part, const std::vector<std::string>& keys);
 };
 
@@ -290,6 +284,7 @@ Status Scanner::State::Repair(const PartitionId& part, const std::vector<std::st
 // The keys of more than one entry, into `repeated` (sorted, unique).
 void Scanner::State::FindRepeatedKeys(const std::vector<Seen>& es) {
   repeated.clear();
+  bitmap_marks_repeated = false;
   if (es.size() < 2) return;
   uint64_t lo = es[0].key, hi = es[0].key;
   for (const Seen& e : es) {
@@ -320,13 +315,26 @@ void Scanner::State::FindRepeatedKeys(const std::vector<Seen>& es) {
   }
   std::sort(repeated.begin(), repeated.end());
   repeated.erase(std::unique(repeated.begin(), repeated.end()), repeated.end());
+  // The bitmap now marks the repeated keys alone (IsRepeated).
+  if (!repeated.empty()) {
+    std::fill(bitmap.begin(), bitmap.end(), 0);
+    for (uint64_t k : repeated) bitmap[(k - lo) / 64] |= uint64_t{1} << ((k - lo) % 64);
+    bitmap_lo = lo;
+    bitmap_marks_repeated = true;
+  }
+}
+
+bool Scanner::State::IsRepeated(uint64_t key) const {
+  if (repeated.empty()) return false;
+  if (!bitmap_marks_repeated) return std::binary_search(repeated.begin(), repeated.end(), key);
+  const uint64_t bit = key - bitmap_lo;  // every key of the partition is in the range
+  return (bitmap[bit / 64] >> (bit % 64)) & 1;
 }
 
 Status Scanner::State::LoadPartition(size_t index) {
   const PartitionId part = parts[index];
   arena.clear();
   seen.clear();
-  spans.clear();
   refs.clear();
   rows.clear();
   pos = 0;
@@ -347,8 +355,7 @@ Status Scanner::State::LoadPartition(size_t index) {
     }
     bool retired = false;
     Status st = reader->Read(
-        page_refs,
-        [&](size_t page_index, const Status& ps, const uint8_t* data, uint32_t len) -> Status {
+        page_refs, [&](size_t, const Status& ps, const uint8_t* data, uint32_t len) -> Status {
           if (ps.Is(Status::Code::kNotFound)) {
             retired = true;  // compacted away: its live records are past the page count now
             return Status::OK();
@@ -369,7 +376,6 @@ Status Scanner::State::LoadPartition(size_t index) {
             }
             return Status::OK();
           }
-          const uint32_t begin = static_cast<uint32_t>(seen.size());
           const uint32_t used = std::min<uint32_t>(h.used, len);
           for (uint32_t off = record::kPageHeaderBytes; off < used;) {
             record::RecordView v;
@@ -410,10 +416,6 @@ Status Scanner::State::LoadPartition(size_t index) {
               n.value.assign(v.tombstone() ? std::string_view() : v.value);
             }
           }
-          if (seen.size() > begin) {
-            spans.push_back({from + static_cast<uint32_t>(page_index), begin,
-                             static_cast<uint32_t>(seen.size())});
-          }
           return Status::OK();
         });
     RAMP_RETURN_IF_ERROR(st.Annotate("scan of " + part.ToString()));
@@ -427,23 +429,8 @@ Status Scanner::State::LoadPartition(size_t index) {
     to = info[index].page_count;
   }
 
-  // Row keys: the entries in the order of the log (pages complete out of order).
-  std::sort(spans.begin(), spans.end(),
-            [](const PageSpan& a, const PageSpan& b) { return a.page_no < b.page_no; });
-  bool in_log_order = true;
-  for (size_t i = 1; i < spans.size() && in_log_order; i++) {
-    in_log_order = spans[i].begin == spans[i - 1].end;
-  }
-  std::vector<Seen>* entries = &seen;
-  if (!in_log_order) {
-    ordered.clear();
-    ordered.reserve(seen.size());
-    for (const PageSpan& sp : spans) {
-      ordered.insert(ordered.end(), seen.begin() + sp.begin, seen.begin() + sp.end);
-    }
-    entries = &ordered;
-  }
-  std::vector<Seen>& es = *entries;
+  // Row keys: the entries in the order the pages completed (the order of the arena).
+  const std::vector<Seen>& es = seen;
   std::vector<std::string> repair(undecidable.begin(), undecidable.end());
   refs.reserve(es.size());
   // Keys seen once (nearly all: row ids are not reused, and garbage collection drops the
@@ -452,9 +439,6 @@ Status Scanner::State::LoadPartition(size_t index) {
   FindRepeatedKeys(es);
   std::vector<Seen>& multi = ordered_multi;
   multi.clear();
-  auto is_repeated = [&](uint64_t key) {
-    return !repeated.empty() && std::binary_search(repeated.begin(), repeated.end(), key);
-  };
   auto decide = [&](const Seen* first, const Seen* last) {
     // The newest version at or below the snapshot among the key's entries (the rule of the
     // map above; the order of the entries does not matter).
@@ -482,11 +466,15 @@ Status Scanner::State::LoadPartition(size_t index) {
       refs.push_back({best->at, static_cast<uint32_t>(kRowKeyBytes), best->value_len, best->ts});
     }
   };
-  for (const Seen& e : es) {
-    if (is_repeated(e.key)) {
-      multi.push_back(e);
-    } else {
-      decide(&e, &e + 1);
+  if (repeated.empty()) {
+    for (const Seen& e : es) decide(&e, &e + 1);
+  } else {
+    for (const Seen& e : es) {
+      if (IsRepeated(e.key)) {
+        multi.push_back(e);
+      } else {
+        decide(&e, &e + 1);
+      }
     }
   }
   std::sort(multi.begin(), multi.end(), [](const Seen& a, const Seen& b) { return a.key < b.key; });
