@@ -34,9 +34,55 @@ uint32_t ExtendPortable(uint32_t crc, const uint8_t* data, size_t len) {
   return crc;
 }
 
+namespace {
+
+// Three streams of kStripe bytes are checksummed at once (the instruction's latency is three
+// times its throughput), then combined: the register after A||B is Shift(reg(A)) ^ reg0(B),
+// where Shift runs the register over kStripe zero bytes (linear in its bits: four tables of
+// 256 entries) and reg0(B) is B's register from zero.
+constexpr size_t kStripe = 64;
+
+struct ShiftTables {
+  uint32_t t[4][256];
+};
+
+constexpr ShiftTables MakeShiftTables() {
+  ShiftTables z{};
+  for (uint32_t k = 0; k < 4; ++k) {
+    for (uint32_t b = 0; b < 256; ++b) {
+      uint32_t c = b << (8 * k);
+      for (size_t i = 0; i < kStripe; ++i) c = kTable[c & 0xFF] ^ (c >> 8);
+      z.t[k][b] = c;
+    }
+  }
+  return z;
+}
+constexpr ShiftTables kShift = MakeShiftTables();
+
+inline uint32_t ShiftStripe(uint32_t c) {
+  return kShift.t[0][c & 0xFF] ^ kShift.t[1][(c >> 8) & 0xFF] ^ kShift.t[2][(c >> 16) & 0xFF] ^
+         kShift.t[3][c >> 24];
+}
+
+}  // namespace
+
 __attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const uint8_t* data,
                                                        size_t len) {
   uint64_t c = crc;
+  for (; len >= 3 * kStripe; len -= 3 * kStripe, data += 3 * kStripe) {
+    uint64_t c1 = 0, c2 = 0;
+    for (size_t i = 0; i < kStripe; i += 8) {
+      uint64_t w0, w1, w2;
+      std::memcpy(&w0, data + i, 8);
+      std::memcpy(&w1, data + kStripe + i, 8);
+      std::memcpy(&w2, data + 2 * kStripe + i, 8);
+      c = _mm_crc32_u64(c, w0);
+      c1 = _mm_crc32_u64(c1, w1);
+      c2 = _mm_crc32_u64(c2, w2);
+    }
+    c = ShiftStripe(ShiftStripe(static_cast<uint32_t>(c)) ^ static_cast<uint32_t>(c1)) ^
+        static_cast<uint32_t>(c2);
+  }
   for (; len >= 8; len -= 8, data += 8) {
     uint64_t word;
     std::memcpy(&word, data, 8);
