@@ -1,13 +1,17 @@
 // rampd: the pg_ramp partition server.
+#include <grp.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "flags.h"
 #include "ramp/log.h"
@@ -45,6 +49,11 @@ Serves pg_ramp partitions: RAMP-Fast transactions, one-sided reads, page I/O.
                       oldest
   --max-pending-handshakes-per-source N  the same from one source address (tcp; default 64)
   --max-value-kb N    largest value accepted (default 32768)
+  --shm-socket-mode M  permission bits of the shm socket files, octal (e.g. 0660), set on
+                      every start (default: as the umask leaves them); whoever may open
+                      the file may connect, the token still decides who gets in
+  --shm-socket-group G  group (name or number) of the shm socket files, e.g. the group of
+                      the PostgreSQL server's user
   --page-dir DIR      page files of remote page I/O (default none: every page is served
                       from memory)
   --memory-budget-mb N  pages kept in memory at most (at most half of --memory-mb; needs
@@ -66,6 +75,36 @@ bool IsLocal(const ramp::transport::Endpoint& e) {
   return e.host == "127.0.0.1" || e.host == "localhost" || e.host == "::1";
 }
 
+// An octal mode of permission bits only (no file type, setuid or sticky bits).
+ramp::Status ParseSocketMode(const std::string& text, int* out) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(text.c_str(), &end, 8);
+  if (text.empty() || errno != 0 || *end != '\0' || v < 0 || v > 0777) {
+    return ramp::Status::InvalidArgument("'" + text + "' is not an octal mode between 0 and 0777");
+  }
+  *out = static_cast<int>(v);
+  return ramp::Status::OK();
+}
+
+ramp::Status LookUpGroup(const std::string& name, int64_t* gid) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(name.c_str(), &end, 10);
+  if (!name.empty() && errno == 0 && *end == '\0' && v >= 0) {
+    *gid = v;
+    return ramp::Status::OK();
+  }
+  group g;
+  group* found = nullptr;
+  std::vector<char> buf(16384);
+  const int rc = getgrnam_r(name.c_str(), &g, buf.data(), buf.size(), &found);
+  if (rc != 0) return ramp::Status::FromErrno("looking up group '" + name + "'", rc);
+  if (found == nullptr) return ramp::Status::NotFound("no group '" + name + "'");
+  *gid = found->gr_gid;
+  return ramp::Status::OK();
+}
+
 int Fail(const ramp::Status& s) {
   std::fprintf(stderr, "rampd: %s\n", s.ToString().c_str());
   return 2;
@@ -81,7 +120,8 @@ int main(int argc, char** argv) {
       {"listen", "cluster", "node", "token-file", "data", "workers", "memory-mb", "ring-kb",
        "gc-grace-ms", "txn-timeout-ms", "max-connections", "max-value-kb", "log-level", "config",
        "page-dir", "memory-budget-mb", "io-workers", "page-io", "debug-page-fault",
-       "handshake-timeout-ms", "max-pending-handshakes", "max-pending-handshakes-per-source"},
+       "handshake-timeout-ms", "max-pending-handshakes", "max-pending-handshakes-per-source",
+       "shm-socket-mode", "shm-socket-group"},
       {"help", "page-direct-io", "no-io-uring"});
   // clang-format on
   Status st = flags.Parse(argc, argv);
@@ -139,6 +179,14 @@ int main(int argc, char** argv) {
     return Fail(st);
   }
   o.max_pending_handshakes_per_source = static_cast<size_t>(v);
+  if (flags.Has("shm-socket-mode")) {
+    st = ParseSocketMode(flags.Get("shm-socket-mode"), &o.shm_socket_mode);
+    if (!st.ok()) return Fail(st.Annotate("--shm-socket-mode"));
+  }
+  if (flags.Has("shm-socket-group")) {
+    st = LookUpGroup(flags.Get("shm-socket-group"), &o.shm_socket_gid);
+    if (!st.ok()) return Fail(st.Annotate("--shm-socket-group"));
+  }
   if (!(st = flags.GetInt("max-value-kb", 32768, 1, 1 << 20, &v)).ok()) return Fail(st);
   o.limits.max_value_bytes = static_cast<size_t>(v) << 10;
   o.data_dir = flags.Get("data");

@@ -1,6 +1,7 @@
 // The C++/PostgreSQL error boundary: exception classification and reporting.
 #include <cstdio>
 #include <new>
+#include <string>
 
 #include "boundary/boundary.hpp"
 #include "sqlapi/guc.hpp"
@@ -62,10 +63,19 @@ void CaptureRamp(Failure* f, const RampError& e) noexcept {
       return;
     case Code::kUnavailable:
     case Code::kMoved:
-      snprintf(hint, sizeof hint,
-               "Check that the rampd servers named by ramp.nodes ('%s') are running and "
-               "reachable.",
-               NodesSetting());
+      if (s.message().find("Permission denied") != std::string::npos) {
+        // A server that is up but whose shm socket this backend's OS user may not open.
+        snprintf(hint, sizeof hint,
+                 "The PostgreSQL server's OS user may not open the socket of a rampd server "
+                 "named by ramp.nodes ('%s'): start rampd with --shm-socket-mode 0660 and "
+                 "--shm-socket-group set to that user's group.",
+                 NodesSetting());
+      } else {
+        snprintf(hint, sizeof hint,
+                 "Check that the rampd servers named by ramp.nodes ('%s') are running and "
+                 "reachable.",
+                 NodesSetting());
+      }
       SetReport(f, ERRCODE_CONNECTION_FAILURE, "cannot reach the ramp cluster", detail, hint);
       return;
     case Code::kTimeout: {

@@ -39,6 +39,8 @@ struct ClientOptions {
   WritePath write_path = WritePath::kPutPlus;
   Protocol protocol = Protocol::kRamp;
   std::string token;  // cluster token
+  // How long a wait for the cluster may take. A commit's waits share one such timeout (its
+  // PREPAREs, the ABORTs after a failure, the COMMITs): a paused server holds it no longer.
   int timeout_ms = 10000;
   int connect_timeout_ms = 5000;
   size_t ring_bytes = 1u << 20;

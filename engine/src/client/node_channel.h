@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,8 +37,13 @@ struct ChannelContext {
   HybridClock clock;
   uint64_t client_id = 0;
 
+  // While set, no wait ends later than this: the waits of one operation share one timeout
+  // (a commit's PREPAREs and the ABORTs after a failure: write_path.cpp's CommitDeadline).
+  std::optional<std::chrono::steady_clock::time_point> bound;
+
   std::chrono::steady_clock::time_point Deadline() const {
-    return std::chrono::steady_clock::now() + std::chrono::milliseconds(options.timeout_ms);
+    const auto d = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.timeout_ms);
+    return bound && *bound < d ? *bound : d;
   }
   // The transport options of a backend's connection: no responder thread (peers are served
   // while polling), the wait hook run while connecting.

@@ -110,6 +110,26 @@ Status DecideStaggered(Client::Impl& c, const Timestamp& ts,
   return Decide(c, Op::kCommit, ts, rest);
 }
 
+// One timeout for the whole commit: its PREPAREs, the ABORTs after a failure, the COMMITs and
+// any retry wait until the same deadline (ChannelContext::bound), so a paused server holds a
+// COMMIT for ClientOptions::timeout_ms, not once per round. An ABORT or COMMIT sent when no
+// time is left still goes out; a server that misses it resolves the transaction with its
+// siblings (terminator.h).
+class CommitDeadline {
+ public:
+  explicit CommitDeadline(Client::Impl& c) : c_(c), saved_(c.bound) {
+    const auto d = c.Deadline();
+    if (!c.bound || d < *c.bound) c.bound = d;
+  }
+  ~CommitDeadline() { c_.bound = saved_; }
+  CommitDeadline(const CommitDeadline&) = delete;
+  CommitDeadline& operator=(const CommitDeadline&) = delete;
+
+ private:
+  Client::Impl& c_;
+  std::optional<std::chrono::steady_clock::time_point> saved_;
+};
+
 }  // namespace
 
 Status RampCommit(Client::Impl& c, std::span<const WriteItem> writes, Timestamp* commit_ts) {
@@ -121,6 +141,7 @@ Status RampCommit(Client::Impl& c, std::span<const WriteItem> writes, Timestamp*
   std::vector<std::string> metadata(writes.size());
   for (size_t i = 0; i < writes.size(); i++) ItemMetadata(meta, i, &metadata[i]);
 
+  const CommitDeadline deadline(c);
   for (int attempt = 0;; attempt++) {
     RAMP_RETURN_IF_ERROR(c.ResolveOwners(parts));
     const Timestamp ts{c.clock.Now(), c.client_id};

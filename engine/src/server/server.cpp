@@ -42,6 +42,8 @@ Status Server::Init(const ServerOptions& options) {
   topts.pending_handshake_timeout_ms = options.handshake_timeout_ms;
   topts.max_pending_handshakes = options.max_pending_handshakes;
   topts.max_pending_handshakes_per_source = options.max_pending_handshakes_per_source;
+  topts.shm_socket_mode = options.shm_socket_mode;
+  topts.shm_socket_gid = options.shm_socket_gid;
   for (const auto& ep : options.listen) {
     std::unique_ptr<transport::Listener> l;
     Status st = transport::Listen(ep, topts, memory_, &l);

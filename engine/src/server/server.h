@@ -45,6 +45,10 @@ struct ServerOptions {
   int handshake_timeout_ms = 3000;
   size_t max_pending_handshakes = 512;
   size_t max_pending_handshakes_per_source = 64;
+  // shm listeners' socket files: permission bits and group id (-1: leave them), set on every
+  // start (TransportOptions::shm_socket_mode, shm_socket_gid).
+  int shm_socket_mode = -1;
+  int64_t shm_socket_gid = -1;
   // Remote page I/O: page files (empty: none) and the page-read service.
   std::string page_dir;
   bool page_direct_io = false;

@@ -102,6 +102,40 @@ bool Terminator::Apply(const store::PendingTxn& txn, Outcome outcome, const char
 
 Terminator::Counts Terminator::RunOnce(uint64_t now_ms) {
   Counts counts;
+  // Early: a transaction that a sibling already committed or aborted is decided; it need not
+  // wait for the timeout (its client died between two COMMITs, or a server missed one).
+  if (now_ms >= kEarlyGraceMs) {
+    std::map<std::pair<Timestamp, PartitionId>, int> asks;
+    const uint64_t timeout_cutoff =
+        now_ms >= static_cast<uint64_t>(timeout_ms_) ? now_ms - timeout_ms_ : 0;
+    for (const store::PendingTxn& txn : store_->PendingOlderThan(now_ms - kEarlyGraceMs)) {
+      if (txn.prepared_at_ms < timeout_cutoff) continue;  // the timeout pass below has it
+      const auto key = std::make_pair(txn.ts, txn.partition);
+      auto it = early_asks_.find(key);
+      const int asked = it == early_asks_.end() ? 0 : it->second;
+      asks[key] = asked;
+      if (asked >= kEarlyAsks) continue;
+      asks[key] = asked + 1;
+      std::vector<PartitionId> others;
+      for (const auto& p : txn.siblings) {
+        if (p != txn.partition) others.push_back(p);
+      }
+      std::vector<TxnState> states;
+      if (others.empty()) continue;
+      // A sibling that does not answer makes every ask wait: leave the rest for next round.
+      if (!Ask(txn.ts, others, /*fence=*/false, &states).ok()) break;
+      Outcome outcome = Outcome::kLater;
+      for (TxnState st : states) {
+        if (st == TxnState::kCommitted) outcome = Outcome::kCommit;
+        if (st == TxnState::kAborted && outcome == Outcome::kLater) outcome = Outcome::kAbort;
+      }
+      if (Apply(txn, outcome, "a sibling had decided it")) {
+        asks.erase(key);
+        ++(outcome == Outcome::kCommit ? counts.committed : counts.aborted);
+      }
+    }
+    early_asks_.swap(asks);  // forgets the transactions decided since
+  }
   if (now_ms < static_cast<uint64_t>(timeout_ms_)) return counts;
   for (const store::PendingTxn& txn : store_->PendingOlderThan(now_ms - timeout_ms_)) {
     Outcome outcome = Outcome::kLater;

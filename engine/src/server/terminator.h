@@ -11,8 +11,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "protocol/messages.h"
 #include "ramp/client.h"
@@ -32,8 +34,14 @@ class Terminator {
     uint64_t aborted = 0;
     uint64_t undecided = 0;  // asked again later
   };
-  // Resolves what has been prepared longer than the timeout.
+  // Resolves what has been prepared longer than the timeout; before that, what has been
+  // prepared longer than kEarlyGraceMs and that a sibling already decided (its client died
+  // in the middle of COMMIT or ABORT): asked a few times, never fenced, never committed on
+  // "every sibling prepared" (the client may still abort it).
   Counts RunOnce(uint64_t now_ms);
+
+  static constexpr uint64_t kEarlyGraceMs = 1000;
+  static constexpr int kEarlyAsks = 3;
 
   // Start-up resolution (in_doubt.h) of one transaction recovered prepared: decided at once
   // when a sibling committed or aborted it (or never saw it: fenced, then aborted). When
@@ -55,6 +63,8 @@ class Terminator {
   const ClientOptions options_;
   const int timeout_ms_;
   std::unique_ptr<Client> client_;
+  // Early asks so far, per (transaction, partition) still prepared.
+  std::map<std::pair<Timestamp, PartitionId>, int> early_asks_;
 };
 
 }  // namespace ramp::server

@@ -82,6 +82,19 @@ Status ShmListen(const Endpoint& endpoint, const TransportOptions& options,
   if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
     return Status::FromErrno("bind " + endpoint.ToString(), errno);
   }
+  // Mode and group before listen(): no connection can come in under the old ones.
+  if (options.shm_socket_gid >= 0 && chown(endpoint.path.c_str(), static_cast<uid_t>(-1),
+                                           static_cast<gid_t>(options.shm_socket_gid)) != 0) {
+    const int err = errno;
+    unlink(endpoint.path.c_str());
+    return Status::FromErrno("setting the group of " + endpoint.path, err);
+  }
+  if (options.shm_socket_mode >= 0 &&
+      chmod(endpoint.path.c_str(), static_cast<mode_t>(options.shm_socket_mode)) != 0) {
+    const int err = errno;
+    unlink(endpoint.path.c_str());
+    return Status::FromErrno("setting the mode of " + endpoint.path, err);
+  }
   struct stat st;
   if (stat(endpoint.path.c_str(), &st) != 0) {
     return Status::FromErrno("stat " + endpoint.path, errno);
@@ -129,6 +142,13 @@ Status ShmConnect(const Endpoint& endpoint, const TransportOptions& options,
     if (err == ENOENT || err == ECONNREFUSED) {
       return Status::Unavailable("no shm listener at " + endpoint.ToString() +
                                  (err == ENOENT ? " (no socket file)" : " (stale socket file)"));
+    }
+    if (err == EACCES || err == EPERM) {
+      // The server may be fine, but this user may not open its socket file: refused, as
+      // unreachable as a server that is down (rampd --shm-socket-mode/--shm-socket-group).
+      return Status::Unavailable(
+          Status::FromErrno("connect to " + endpoint.ToString(), err).message() +
+          " (the socket file's mode or group does not admit this user)");
     }
     return Status::FromErrno("connect to " + endpoint.ToString(), err);
   }

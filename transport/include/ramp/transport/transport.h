@@ -37,6 +37,13 @@ struct TransportOptions {
   int pending_handshake_timeout_ms = 3000;
   size_t max_pending_handshakes = 512;
   size_t max_pending_handshakes_per_source = 64;
+  // shm listeners: the socket file's permission bits and group, set after bind and before
+  // listen, on every start (a restarted server re-creates the file). -1: leave them (the
+  // umask and the process's group decide). Whoever can open the file can connect; the token
+  // still decides who gets in. Memory regions travel as descriptors over the socket, so
+  // they need no mode of their own. rampd: --shm-socket-mode, --shm-socket-group.
+  int shm_socket_mode = -1;
+  int64_t shm_socket_gid = -1;
   // Operations a connection keeps outstanding before Post* returns Busy.
   size_t max_outstanding = 4096;
   // tcp: serve the peer's one-sided operations on a responder thread (servers). When false
