@@ -86,6 +86,10 @@ session_wait s
 expect_in "$(session_last s)" "^usable\|2$" "the backend is not usable after the timeout"
 
 log "5. ... and pg_cancel_backend()"
+# The statement may reconnect to the stopped server: a long connect timeout keeps it waiting
+# until the cancel arrives, however slowly the polling below runs on a loaded machine.
+session_send s "SET ramp.connect_timeout_ms = 600000;"
+session_wait s
 session_send s "SELECT count(v) FROM f;"
 for _ in $(seq 100); do
   state="$(psql_in pg -c "SELECT state FROM pg_stat_activity WHERE pid = $backend")"
@@ -98,6 +102,8 @@ sleep 0.5
 session_wait s 60
 expect_in "$(session_last s)" "ERROR: +57014: canceling statement due to user request" \
   "pg_cancel_backend did not cancel a statement waiting on a stopped server"
+session_send s "RESET ramp.connect_timeout_ms;"
+session_wait s
 
 log "6. ... and ramp.timeout_ms"
 session_send s "SET ramp.timeout_ms = 1500; SELECT count(v) FROM f;"
