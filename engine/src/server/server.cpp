@@ -125,15 +125,37 @@ std::vector<transport::Endpoint> Server::endpoints() const {
 }
 
 void Server::AcceptLoop(transport::Listener* listener) {
+  // Rejections are logged at most kMaxRejectionLogsPerSecond a second: peers sending garbage
+  // must not be able to flood the log (the listener logs its own refusals the same way).
+  constexpr int kMaxRejectionLogsPerSecond = 20;
+  auto window = std::chrono::steady_clock::now();
+  int logged = 0;
+  uint64_t unlogged = 0;
   while (!stop_.load()) {
     std::unique_ptr<transport::Connection> conn;
     Status st = listener->Accept(kAcceptPollMs, &conn);
     if (st.Is(Status::Code::kTimeout)) continue;
     if (!st.ok()) {
       if (stop_.load()) break;
-      // A peer without the token, a handshake cut short: that peer only.
-      RAMP_WARN("%s: rejected a connection: %s", listener->endpoint().ToString().c_str(),
-                st.ToString().c_str());
+      const auto now = std::chrono::steady_clock::now();
+      if (now - window >= std::chrono::seconds(1)) {
+        if (unlogged > 0) {
+          RAMP_WARN("%s: %llu more rejected connections not logged",
+                    listener->endpoint().ToString().c_str(),
+                    static_cast<unsigned long long>(unlogged));
+        }
+        window = now;
+        logged = 0;
+        unlogged = 0;
+      }
+      if (logged < kMaxRejectionLogsPerSecond) {
+        logged++;
+        // A peer without the token, a handshake cut short: that peer only.
+        RAMP_WARN("%s: rejected a connection: %s", listener->endpoint().ToString().c_str(),
+                  st.ToString().c_str());
+      } else {
+        unlogged++;
+      }
       continue;
     }
     if (ctx_.connections.load() >= ctx_.limits.max_connections) {
