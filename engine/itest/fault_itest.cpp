@@ -234,6 +234,52 @@ TEST_F(EarlyTerminationTest, DiedMidCommitIsCommittedEverywhereWithinSeconds) {
   for (const auto& r : results) EXPECT_EQ(r.found ? r.value : "", "died");
 }
 
+TEST_F(EarlyTerminationTest, ClientGoneMidPrepareIsAbortedWithinSeconds) {
+  // The client PREPAREs at two of three partitions and goes away (its Client, hence every
+  // connection, closed): the third never saw the PREPARE. The servers holding it prepared
+  // learn that the client is gone, fence the third partition and abort, long before the
+  // 60 s timeout.
+  const auto keys = Keys(3);
+  Timestamp ts;
+  {
+    auto dying = OpenClient(*cluster_, Provider::kTcp, 5000);
+    RawTxn t(*dying, keys);
+    ASSERT_TRUE(t.Prepare(0, "gone").ok());
+    ASSERT_TRUE(t.Prepare(1, "gone").ok());
+    ts = t.ts();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto observer = OpenClient(*cluster_, Provider::kTcp, 5000);
+  RawTxn probe(*observer, keys, ts);
+  std::string seen;
+  for (;;) {
+    seen.clear();
+    bool all = true;
+    for (size_t i = 0; i < 2; i++) {
+      protocol::TxnState s = protocol::TxnState::kUnknown;
+      Status st = probe.State(i, &s);
+      all = all && st.ok() && s == protocol::TxnState::kAborted;
+      seen += " " + std::to_string(static_cast<int>(s));
+    }
+    if (all || std::chrono::steady_clock::now() - start > std::chrono::milliseconds(kBoundMs)) {
+      EXPECT_TRUE(all) << "still undecided after " << kBoundMs << " ms (--txn-timeout-ms "
+                       << kTxnTimeoutMs << "); states:" << seen;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // All or nothing: the PREPARE still on its way to the third partition is refused there,
+  // and every key reads as never written.
+  Status late = probe.Prepare(2, "gone");
+  EXPECT_TRUE(late.Is(Status::Code::kAborted)) << late.ToString();
+  auto txn = observer->Begin();
+  std::vector<ReadItem> items;
+  for (const auto& k : keys) items.push_back(ReadItem{kKeyspace, k, Timestamp()});
+  std::vector<ReadResult> results;
+  ASSERT_TRUE(txn->GetAll(items, &results).ok());
+  for (const auto& r : results) EXPECT_FALSE(r.found) << r.value;
+}
+
 TEST_F(EarlyTerminationTest, PreparedEverywhereAndUndecidedWaitsForTheTimeout) {
   // Every PREPARE succeeded and no COMMIT went out: the client may still have aborted it,
   // so nobody may commit it before the timeout.

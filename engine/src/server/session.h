@@ -17,6 +17,7 @@ struct Session {
   bool greeted = false;  // HELLO done
   uint64_t client_id = 0;
   uint8_t peer_kind = 0;  // 0 = client, 1 = server
+  bool counted = false;   // counted in the server's ClientPresence (terminator.h)
   Status violation;       // why the server closed the connection (protocol violation)
   // READ_PAGES batches of this connection not yet answered (their replies decrement it,
   // from whichever thread lets go of them last): bounds the staging memory one peer holds.

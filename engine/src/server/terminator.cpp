@@ -11,10 +11,61 @@ namespace ramp::server {
 
 using protocol::TxnState;
 
-Terminator::Terminator(store::Store* store, ClientOptions client, int timeout_ms)
-    : store_(store), options_(std::move(client)), timeout_ms_(timeout_ms) {}
+namespace {
+std::mutex presence_mu;
+std::map<const store::Store*, std::shared_ptr<ClientPresence>>& Presences() {
+  static auto* m = new std::map<const store::Store*, std::shared_ptr<ClientPresence>>();
+  return *m;
+}
+}  // namespace
 
-Terminator::~Terminator() = default;
+std::shared_ptr<ClientPresence> ClientPresence::For(const store::Store* store) {
+  std::lock_guard lock(presence_mu);
+  auto& p = Presences()[store];
+  if (p == nullptr) p = std::make_shared<ClientPresence>();
+  return p;
+}
+
+void ClientPresence::Forget(const store::Store* store) {
+  std::lock_guard lock(presence_mu);
+  Presences().erase(store);
+}
+
+void ClientPresence::Connected(uint64_t client) {
+  std::lock_guard lock(mu_);
+  ++open_[client];
+}
+
+void ClientPresence::Disconnected(uint64_t client) {
+  std::lock_guard lock(mu_);
+  auto it = open_.find(client);
+  if (it == open_.end()) return;
+  if (--it->second > 0) return;
+  open_.erase(it);
+  gone_.push_back(client);
+}
+
+bool ClientPresence::IsConnected(uint64_t client) const {
+  std::lock_guard lock(mu_);
+  return open_.count(client) != 0;
+}
+
+std::vector<uint64_t> ClientPresence::TakeGone() {
+  std::lock_guard lock(mu_);
+  std::vector<uint64_t> out;
+  out.swap(gone_);
+  return out;
+}
+
+Terminator::Terminator(store::Store* store, ClientOptions client, int timeout_ms)
+    : store_(store),
+      options_(std::move(client)),
+      timeout_ms_(timeout_ms),
+      presence_(ClientPresence::For(store)) {}
+
+Terminator::~Terminator() {
+  ClientPresence::Forget(store_);
+}
 
 Status Terminator::Ask(const Timestamp& ts, const std::vector<PartitionId>& parts, bool fence,
                        std::vector<TxnState>* states) {
@@ -100,8 +151,65 @@ bool Terminator::Apply(const store::PendingTxn& txn, Outcome outcome, const char
   return true;
 }
 
+// A client that closed its last connection to this server (process killed, Client
+// destroyed, connections reset) gets its prepared transactions here resolved at once, by
+// the rules of Decide without "every sibling prepared -> commit":
+//  - committed at a sibling: the client decided to commit; commit here.
+//  - aborted at a sibling: it decided to abort (or a terminator fenced it); abort here.
+//  - a sibling never saw the PREPARE: fence it there, so that a PREPARE still on its way is
+//    refused and the client can never see every PREPARE succeed, hence never commit; then
+//    abort here. This needs no proof that the client is gone: it is what the timeout pass
+//    does too. Closed connections only tell us it is worth doing now.
+//  - prepared at every sibling: left to the timeout. Closed connections HERE do not prove
+//    the client will not abort: its connections to the other servers may still be open (it
+//    may be alive and about to reconnect: a PREPARE reply it gave up on makes it reset the
+//    channel and send ABORTs), and even a killed process may have ABORTs sitting in the
+//    other servers' socket buffers, applied after we asked. Nothing fences a sibling that
+//    holds the transaction prepared, so committing here could race an ABORT there: only the
+//    timeout rule (the client gave up long ago) makes that commit safe.
+// A client that reconnects (same id) is skipped from then on: the rules above are safe in
+// any case, but a live client should decide its own transactions.
+void Terminator::ResolveGone(uint64_t now_ms, Counts* counts) {
+  for (uint64_t client : presence_->TakeGone()) gone_.emplace(client, now_ms);
+  if (gone_.empty()) return;
+  std::map<uint64_t, std::vector<store::PendingTxn>> mine;
+  for (store::PendingTxn& txn : store_->PendingOlderThan(UINT64_MAX)) {
+    auto it = gone_.find(txn.ts.client);
+    if (it != gone_.end()) mine[txn.ts.client].push_back(std::move(txn));
+  }
+  for (auto it = gone_.begin(); it != gone_.end();) {
+    const uint64_t client = it->first;
+    auto txns = mine.find(client);
+    if (txns == mine.end() || presence_->IsConnected(client) || now_ms - it->second > kGoneAskMs) {
+      it = gone_.erase(it);  // nothing (left) to decide, back, or the timeout's business
+      continue;
+    }
+    bool left = false;
+    for (const store::PendingTxn& txn : txns->second) {
+      Outcome outcome = Outcome::kLater;
+      Status st = Decide(txn, /*commit_if_all_prepared=*/false, &outcome);
+      if (!st.ok()) {
+        RAMP_DEBUG("termination of %s in %s (client gone) postponed: %s", txn.ts.ToString().c_str(),
+                   txn.partition.ToString().c_str(), st.ToString().c_str());
+      }
+      if (Apply(txn, outcome, "its client closed every connection to this server")) {
+        ++(outcome == Outcome::kCommit ? counts->committed : counts->aborted);
+        continue;
+      }
+      left = true;
+      if (!st.ok()) break;  // a sibling does not answer: each ask would wait; next round
+    }
+    if (left) {
+      ++it;
+    } else {
+      it = gone_.erase(it);
+    }
+  }
+}
+
 Terminator::Counts Terminator::RunOnce(uint64_t now_ms) {
   Counts counts;
+  ResolveGone(now_ms, &counts);
   // Early: a transaction that a sibling already committed or aborted is decided; it need not
   // wait for the timeout (its client died between two COMMITs, or a server missed one).
   if (now_ms >= kEarlyGraceMs) {

@@ -13,8 +13,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "protocol/messages.h"
 #include "ramp/client.h"
@@ -22,6 +25,27 @@
 #include "store/store.h"
 
 namespace ramp::server {
+
+// Which clients have a connection open to one server: the workers count greeted sessions
+// per client id (worker.cpp), the terminator learns from it which clients closed their last
+// connection to this server. One per server, found by its store (worker and terminator
+// both know it, and two servers in one process never share one).
+class ClientPresence {
+ public:
+  static std::shared_ptr<ClientPresence> For(const store::Store* store);
+  static void Forget(const store::Store* store);
+
+  void Connected(uint64_t client);
+  void Disconnected(uint64_t client);
+  bool IsConnected(uint64_t client) const;
+  // Clients whose last connection to this server closed since the last call.
+  std::vector<uint64_t> TakeGone();
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, int> open_;  // client id -> connections open
+  std::vector<uint64_t> gone_;
+};
 
 class Terminator {
  public:
@@ -41,6 +65,9 @@ class Terminator {
   Counts RunOnce(uint64_t now_ms);
 
   static constexpr uint64_t kEarlyGraceMs = 1000;
+  // How long after its client closed its last connection here a transaction is asked about
+  // at every round (the timeout pass has it afterwards in any case).
+  static constexpr uint64_t kGoneAskMs = 10000;
   static constexpr int kEarlyAsks = 3;
 
   // Start-up resolution (in_doubt.h) of one transaction recovered prepared: decided at once
@@ -63,6 +90,13 @@ class Terminator {
   const ClientOptions options_;
   const int timeout_ms_;
   std::unique_ptr<Client> client_;
+  // Resolves the prepared transactions of clients that closed every connection to this
+  // server (see terminator.cpp for what may and may not be decided then).
+  void ResolveGone(uint64_t now_ms, Counts* counts);
+
+  // Clients gone from this server -> when we learnt it (steady ms).
+  std::map<uint64_t, uint64_t> gone_;
+  std::shared_ptr<ClientPresence> presence_;
   // Early asks so far, per (transaction, partition) still prepared.
   std::map<std::pair<Timestamp, PartitionId>, int> early_asks_;
 };

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "ramp/log.h"
+#include "server/terminator.h"
 
 namespace ramp::server {
 namespace {
@@ -129,6 +130,9 @@ void Worker::Drop(size_t index, const Status& why) {
     RAMP_WARN("closing connection from %s: %s", s.peer.c_str(), why.ToString().c_str());
   }
   s.conn->Close();
+  // The terminator resolves what a client left prepared once its last connection here is
+  // gone (terminator.cpp, ResolveGone).
+  if (s.counted) ClientPresence::For(ctx_->store)->Disconnected(s.client_id);
   sessions_[index] = std::move(sessions_.back());
   sessions_.pop_back();
   session_count_.store(sessions_.size(), std::memory_order_relaxed);
@@ -145,6 +149,10 @@ bool Worker::Serve(Session& s) {
     Status st = handler_.Handle(
         s, std::string_view(reinterpret_cast<const char*>(msg.data), msg.size), &reply_);
     s.conn->Release();
+    if (s.greeted && !s.counted && s.peer_kind == 0) {
+      s.counted = true;
+      ClientPresence::For(ctx_->store)->Connected(s.client_id);
+    }
     if (!st.ok()) {
       // A protocol violation: close this one connection with the reason.
       s.violation = st;
