@@ -23,6 +23,7 @@
 #include "common/record.h"
 #include "itest_util.h"
 #include "protocol/messages.h"
+#include "raw_txn.h"
 #include "test_cluster.h"
 
 namespace ramp::testing {
@@ -116,68 +117,6 @@ TEST(DurabilityTest, CommitsSurviveSigkillOfEveryServer) {
 }
 
 // ---- termination: a client that vanishes between and during PREPARE and COMMIT --------
-
-// A transaction written by hand, one request at a time, so that a test can stop anywhere
-// (as a client process that died would).
-class RawTxn {
- public:
-  RawTxn(Client& c, KeyspaceId ks, std::vector<std::string> keys) : c_(*c.impl()), ks_(ks) {
-    keys_ = std::move(keys);
-    ts_ = Timestamp{c_.clock.Now(), c_.client_id};
-    for (const auto& k : keys_) parts_.push_back(c_.PartitionOf(ks_, k));
-    EXPECT_TRUE(c_.ResolveOwners(parts_).ok());
-  }
-  const Timestamp& ts() const { return ts_; }
-  uint32_t node_of(size_t i) const { return c_.OwnerOf(parts_[i]); }
-
-  // PREPARE of key i alone (with the metadata naming all the others).
-  Status Prepare(size_t i, const std::string& value) {
-    record::Metadata m;
-    m.mode = record::Metadata::Mode::kKeys;
-    for (size_t k = 0; k < keys_.size(); ++k) {
-      if (k != i) m.keys.push_back({ks_, parts_[k].bucket, keys_[k]});
-    }
-    std::string meta;
-    record::EncodeMetadata(m, &meta);
-    protocol::PrepareRequest req;
-    req.ts = ts_;
-    req.items.push_back(protocol::PrepareItem{parts_[i], keys_[i], value, 0, {}, meta});
-    std::string body;
-    protocol::Encode(req, &body);
-    PendingCall reply;
-    return c_.CallAndWait(node_of(i), ChannelKind::kRpc, protocol::Op::kPrepare, 1, body, &reply);
-  }
-  // What the partition of key i knows of the transaction (a query that fences nothing).
-  Status State(size_t i, protocol::TxnState* out) {
-    protocol::TxnStateRequest req;
-    req.ts = ts_;
-    req.partitions = {parts_[i]};
-    req.fence = 0;
-    std::string body;
-    protocol::Encode(req, &body);
-    PendingCall reply;
-    RAMP_RETURN_IF_ERROR(
-        c_.CallAndWait(node_of(i), ChannelKind::kRpc, protocol::Op::kTxnState, 1, body, &reply));
-    protocol::TxnStateReply r;
-    RAMP_RETURN_IF_ERROR(protocol::Decode(reply.body(), reply.header.count, &r));
-    *out = r.states.at(0);
-    return Status::OK();
-  }
-  Status Commit(size_t i) {
-    protocol::Decision d{ts_, {parts_[i]}};
-    std::string body;
-    protocol::Encode(d, &body);
-    PendingCall reply;
-    return c_.CallAndWait(node_of(i), ChannelKind::kRpc, protocol::Op::kCommit, 1, body, &reply);
-  }
-
- private:
-  Client::Impl& c_;
-  KeyspaceId ks_;
-  std::vector<std::string> keys_;
-  std::vector<PartitionId> parts_;
-  Timestamp ts_;
-};
 
 class TerminationTest : public ::testing::Test {
  protected:
@@ -608,7 +547,9 @@ void RunCrashTest(int log_delay_ms) {
             << " restarts found transactions in doubt\n";
 }
 
-TEST(CrashTest, SigkillUnderLoadLosesNoAcknowledgedCommitAndFracturesNoRead) { RunCrashTest(0); }
+TEST(CrashTest, SigkillUnderLoadLosesNoAcknowledgedCommitAndFracturesNoRead) {
+  RunCrashTest(0);
+}
 
 // The same on a slow disk: COMMITs are acknowledged 20 ms or more before they are written,
 // so kills lose acknowledged (and read) COMMITs; recovery must bring every one back before

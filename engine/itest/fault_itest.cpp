@@ -17,6 +17,7 @@
 #include "common/record.h"
 #include "itest_util.h"
 #include "protocol/messages.h"
+#include "raw_txn.h"
 #include "test_cluster.h"
 
 namespace ramp::testing {
@@ -111,67 +112,6 @@ INSTANTIATE_TEST_SUITE_P(Providers, PausedServerTest,
 
 // ---- in-doubt transactions that a sibling already decided ---------------------------------
 
-// A transaction written by hand, one request at a time, so that a test can stop anywhere
-// (as a client process that died would).
-class RawTxn {
- public:
-  // ts: the transaction's timestamp (zero: a new one of this client), to look at another
-  // client's transaction.
-  RawTxn(Client& c, std::vector<std::string> keys, Timestamp ts = Timestamp())
-      : c_(*c.impl()), keys_(std::move(keys)), ts_(ts) {
-    if (ts_ == Timestamp()) ts_ = Timestamp{c_.clock.Now(), c_.client_id};
-    for (const auto& k : keys_) parts_.push_back(c_.PartitionOf(kKeyspace, k));
-    EXPECT_TRUE(c_.ResolveOwners(parts_).ok());
-  }
-  uint32_t node_of(size_t i) const { return c_.OwnerOf(parts_[i]); }
-  const Timestamp& ts() const { return ts_; }
-
-  Status Prepare(size_t i, const std::string& value) {
-    record::Metadata m;
-    m.mode = record::Metadata::Mode::kKeys;
-    for (size_t k = 0; k < keys_.size(); ++k) {
-      if (k != i) m.keys.push_back({kKeyspace, parts_[k].bucket, keys_[k]});
-    }
-    std::string meta;
-    record::EncodeMetadata(m, &meta);
-    protocol::PrepareRequest req;
-    req.ts = ts_;
-    req.items.push_back(protocol::PrepareItem{parts_[i], keys_[i], value, 0, {}, meta});
-    std::string body;
-    protocol::Encode(req, &body);
-    PendingCall reply;
-    return c_.CallAndWait(node_of(i), ChannelKind::kRpc, protocol::Op::kPrepare, 1, body, &reply);
-  }
-  Status Commit(size_t i) {
-    protocol::Decision d{ts_, {parts_[i]}};
-    std::string body;
-    protocol::Encode(d, &body);
-    PendingCall reply;
-    return c_.CallAndWait(node_of(i), ChannelKind::kRpc, protocol::Op::kCommit, 1, body, &reply);
-  }
-  Status State(size_t i, protocol::TxnState* out) {
-    protocol::TxnStateRequest req;
-    req.ts = ts_;
-    req.partitions = {parts_[i]};
-    req.fence = 0;
-    std::string body;
-    protocol::Encode(req, &body);
-    PendingCall reply;
-    RAMP_RETURN_IF_ERROR(
-        c_.CallAndWait(node_of(i), ChannelKind::kRpc, protocol::Op::kTxnState, 1, body, &reply));
-    protocol::TxnStateReply r;
-    RAMP_RETURN_IF_ERROR(protocol::Decode(reply.body(), reply.header.count, &r));
-    *out = r.states.at(0);
-    return Status::OK();
-  }
-
- private:
-  Client::Impl& c_;
-  std::vector<std::string> keys_;
-  std::vector<PartitionId> parts_;
-  Timestamp ts_;
-};
-
 class EarlyTerminationTest : public ::testing::Test {
  protected:
   // The termination timeout is long: what resolves in seconds is not the timeout's doing.
@@ -200,14 +140,14 @@ TEST_F(EarlyTerminationTest, DiedMidCommitIsCommittedEverywhereWithinSeconds) {
   {
     // The client PREPAREs everywhere, COMMITs at node 0 only, and goes away.
     auto dying = OpenClient(*cluster_, Provider::kTcp, 5000);
-    RawTxn t(*dying, keys);
+    RawTxn t(*dying, kKeyspace, keys);
     for (size_t i = 0; i < keys.size(); i++) ASSERT_TRUE(t.Prepare(i, "died").ok());
     ASSERT_TRUE(t.Commit(0).ok());
     ts = t.ts();
   }
   const auto start = std::chrono::steady_clock::now();
   auto observer = OpenClient(*cluster_, Provider::kTcp, 5000);
-  RawTxn probe(*observer, keys, ts);
+  RawTxn probe(*observer, kKeyspace, keys, ts);
   std::string seen;
   for (;;) {
     seen.clear();
@@ -243,14 +183,14 @@ TEST_F(EarlyTerminationTest, ClientGoneMidPrepareIsAbortedWithinSeconds) {
   Timestamp ts;
   {
     auto dying = OpenClient(*cluster_, Provider::kTcp, 5000);
-    RawTxn t(*dying, keys);
+    RawTxn t(*dying, kKeyspace, keys);
     ASSERT_TRUE(t.Prepare(0, "gone").ok());
     ASSERT_TRUE(t.Prepare(1, "gone").ok());
     ts = t.ts();
   }
   const auto start = std::chrono::steady_clock::now();
   auto observer = OpenClient(*cluster_, Provider::kTcp, 5000);
-  RawTxn probe(*observer, keys, ts);
+  RawTxn probe(*observer, kKeyspace, keys, ts);
   std::string seen;
   for (;;) {
     seen.clear();
@@ -285,7 +225,7 @@ TEST_F(EarlyTerminationTest, PreparedEverywhereAndUndecidedWaitsForTheTimeout) {
   // so nobody may commit it before the timeout.
   const auto keys = Keys(2);
   auto client = OpenClient(*cluster_, Provider::kTcp, 5000);
-  RawTxn t(*client, keys);
+  RawTxn t(*client, kKeyspace, keys);
   for (size_t i = 0; i < keys.size(); i++) ASSERT_TRUE(t.Prepare(i, "undecided").ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(3000));
   for (size_t i = 0; i < keys.size(); i++) {
