@@ -18,6 +18,7 @@ int connect_timeout_ms = 5000;
 char* token_file = nullptr;
 int buckets = 16;
 int scan_method = 0;
+bool rescan_cache = true;
 int debug_commit_delay_us = 0;
 bool debug_unchecked_lookups = false;
 
@@ -92,6 +93,12 @@ void Define() {
       "row-id lookups in batches; auto: pages for tables beyond 32768 row ids. Parallel scans "
       "always probe.",
       &scan_method, 0, kScanMethodOptions, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomBoolVariable(
+      "ramp.rescan_cache", "Whether rescans of a ramp table replay the rows of an earlier pass.",
+      "A rescanned sequential scan (the inner side of a nested loop) keeps the rows it read, up "
+      "to work_mem, and replays them with the scan's snapshot instead of reading the table "
+      "from the cluster again.",
+      &rescan_cache, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   DefineCustomEnumVariable("ramp.read_path", "How reads reach the servers (rpc, get+, get*).",
                            "rpc: request/response over sockets; get+: requests through message "
                            "rings; get*: one-sided reads with an address cache.",

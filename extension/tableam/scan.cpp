@@ -16,6 +16,7 @@
 #include "xact/xact.hpp"
 
 #include "catalog/keyspace_catalog.hpp"
+#include "tableam/rescan_cache.hpp"
 #include "tableam/tableam.hpp"
 
 namespace pgramp::tam {
@@ -63,6 +64,7 @@ struct TableScan {
   // sequential / parallel
   std::unique_ptr<RowSource> source;
   std::vector<RowView> batch;
+  const std::vector<RowView>* rows = &batch;  // handed out from: the batch or the cache
   size_t pos = 0;
   bool remote_done = false;
   bool overlay_done = false;
@@ -77,9 +79,41 @@ struct TableScan {
   bool nblocks_known = false;
   uint64_t nblocks = 0;
 
+  // Rescans of a serial scan (rescan_cache.hpp): the first pass reads the cluster, the
+  // second copies what it reads (most scans are never rescanned and copy nothing), later
+  // passes replay the copy.
+  enum class Cache { kFirstPass, kFilling, kReplaying, kOff };
+  Cache cache_state = Cache::kFirstPass;
+  RescanCache cache;
+
+  void AddToCache(const std::vector<RowView>& views) {
+    const size_t limit = static_cast<size_t>(work_mem) * 1024;
+    for (const RowView& row : views) {
+      if (!cache.Add(row, limit)) {
+        cache_state = Cache::kOff;
+        return;
+      }
+    }
+  }
+
   void Restart() {
+    if (parallel != nullptr || ks.fresh || !guc::rescan_cache) {
+      cache.Clear();
+      cache_state = Cache::kOff;
+    } else if (cache_state == Cache::kFirstPass) {
+      cache_state = Cache::kFilling;
+    } else if (cache_state == Cache::kFilling) {
+      // The pass stopped early (a semi join's first match, a LIMIT): read the rest of the
+      // table into the cache now, once, so that every later pass replays it.
+      if (!remote_done) {
+        if (source == nullptr) StartSource();
+        while (cache_state == Cache::kFilling && source->NextViews(&batch)) AddToCache(batch);
+      }
+      if (cache_state == Cache::kFilling) cache_state = Cache::kReplaying;
+    }
     source.reset();
     batch.clear();
+    rows = &batch;
     pos = 0;
     remote_done = false;
     overlay_done = false;
@@ -119,8 +153,8 @@ struct TableScan {
   bool Next(uint64_t* rowid, std::string_view* value, bool* stable) {
     const XactState* x = XactIfAny();
     while (!remote_done) {
-      if (pos < batch.size()) {
-        const RowView& row = batch[pos++];
+      if (pos < rows->size()) {
+        const RowView& row = (*rows)[pos++];
         if (x != nullptr) {
           const ramp::BatchEntry* own = x->writes.Find(ks.id, ramp::EntryKey{0, row.rowid});
           if (own != nullptr && vis.SeesDelete(*own)) continue;
@@ -140,12 +174,22 @@ struct TableScan {
         remote_done = true;
         break;
       }
+      pos = 0;
+      if (cache_state == Cache::kReplaying) {
+        if (rows == &batch) {
+          rows = &cache.rows();  // the whole table, then done
+        } else {
+          remote_done = true;
+        }
+        continue;
+      }
       if (source == nullptr) StartSource();
       if (!source->NextViews(&batch)) {
         remote_done = true;
         batch.clear();
+      } else if (cache_state == Cache::kFilling) {
+        AddToCache(batch);
       }
-      pos = 0;
     }
     // Own inserts: none in parallel scans (workers cannot see the leader's buffer; the
     // planner hook keeps parallel plans away from tables with buffered writes).

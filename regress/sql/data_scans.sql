@@ -190,6 +190,72 @@ SELECT id, g, payload FROM big_ramp ORDER BY id DESC LIMIT 3;
 RESET max_parallel_workers_per_gather;
 DROP TABLE big_ramp, big_heap;
 
+-- Rescans replay the rows of an earlier pass (tableam/rescan_cache.hpp): a subplan or the
+-- inner side of a nested loop reads the table from the cluster twice, not once per outer
+-- row, and the transaction's own writes are overlaid on every pass.
+CREATE TABLE rs_ramp (id int, g int, payload text) USING ramp;
+CREATE TABLE rs_heap (id int, g int, payload text);
+INSERT INTO rs_ramp SELECT i, i % 7, 'p' || i FROM generate_series(1, 3000) i;
+INSERT INTO rs_heap SELECT * FROM rs_ramp;
+CREATE TABLE rs_outer (x int);
+INSERT INTO rs_outer SELECT generate_series(0, 39);
+CREATE FUNCTION server_ops() RETURNS bigint LANGUAGE sql AS
+  $$ SELECT sum(ops)::bigint FROM ramp.cluster_status() $$;
+-- A correlated subquery rescans its scan once per outer row.
+EXPLAIN (COSTS OFF) SELECT o.x, (SELECT count(*) FROM rs_ramp r WHERE r.g = o.x % 7) FROM rs_outer o;
+SELECT server_ops() AS ops0 \gset
+SELECT count(*) FROM rs_ramp;
+SELECT server_ops() AS ops1 \gset
+SELECT sum(c), sum(s) FROM (SELECT o.x, (SELECT count(*) FROM rs_ramp r WHERE r.g = o.x % 7) c,
+  (SELECT sum(id) FROM rs_ramp r WHERE r.g = o.x % 5) s FROM rs_outer o) j;
+SELECT server_ops() AS ops2 \gset
+-- 80 passes over rs_ramp: without the cache, the servers see 80 scans' requests.
+SELECT (:ops2 - :ops1) < 6 * (:ops1 - :ops0) AS rescans_replayed;
+SET ramp.rescan_cache = off;
+SELECT server_ops() AS ops3 \gset
+SELECT sum(c), sum(s) FROM (SELECT o.x, (SELECT count(*) FROM rs_ramp r WHERE r.g = o.x % 7) c,
+  (SELECT sum(id) FROM rs_ramp r WHERE r.g = o.x % 5) s FROM rs_outer o) j;
+SELECT server_ops() AS ops4 \gset
+SELECT (:ops4 - :ops3) > 40 * (:ops1 - :ops0) AS rescans_read_again;
+RESET ramp.rescan_cache;
+SELECT sum(c), sum(s) FROM (SELECT o.x, (SELECT count(*) FROM rs_heap r WHERE r.g = o.x % 7) c,
+  (SELECT sum(id) FROM rs_heap r WHERE r.g = o.x % 5) s FROM rs_outer o) j;
+-- A nested loop with the ramp table inside.
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
+SET enable_material = off;
+SELECT count(*), sum(r.id) FROM (SELECT x FROM rs_outer ORDER BY x LIMIT 40) o
+  JOIN rs_ramp r ON r.g = o.x % 7;
+SELECT count(*), sum(r.id) FROM rs_outer o JOIN rs_heap r ON r.g = o.x % 7;
+-- Own writes between and during passes; a semi join stops its passes at the first match.
+BEGIN;
+UPDATE rs_ramp SET g = g + 1 WHERE id <= 50;
+DELETE FROM rs_ramp WHERE id BETWEEN 100 AND 150;
+INSERT INTO rs_ramp VALUES (-1, 3, 'own'), (-2, 5, 'own');
+UPDATE rs_heap SET g = g + 1 WHERE id <= 50;
+DELETE FROM rs_heap WHERE id BETWEEN 100 AND 150;
+INSERT INTO rs_heap VALUES (-1, 3, 'own'), (-2, 5, 'own');
+SELECT o.x, (SELECT count(*) FROM rs_ramp r WHERE r.g = o.x % 7) AS ramp_count,
+       (SELECT count(*) FROM rs_heap r WHERE r.g = o.x % 7) AS heap_count
+  FROM rs_outer o WHERE o.x < 9 ORDER BY 1;
+SELECT count(*) FILTER (WHERE EXISTS (SELECT 1 FROM rs_ramp r WHERE r.id = o.x * 7 + 90)) AS ramp_semi,
+       count(*) FILTER (WHERE EXISTS (SELECT 1 FROM rs_heap r WHERE r.id = o.x * 7 + 90)) AS heap_semi
+  FROM rs_outer o;
+UPDATE rs_ramp SET payload = 'again' WHERE id IN (SELECT id FROM rs_ramp WHERE g = 2 LIMIT 5);
+SELECT o.x, (SELECT count(*) FROM rs_ramp r WHERE r.payload = 'again' AND r.g = o.x) AS again
+  FROM rs_outer o WHERE o.x < 4 ORDER BY 1;
+ROLLBACK;
+-- Beyond work_mem nothing is kept: every pass reads the table again, with the same result.
+SET work_mem = '64kB';
+SELECT sum(c), sum(s) FROM (SELECT o.x, (SELECT count(*) FROM rs_ramp r WHERE r.g = o.x % 7) c,
+  (SELECT sum(id) FROM rs_ramp r WHERE r.g = o.x % 5) s FROM rs_outer o) j;
+RESET work_mem;
+RESET enable_hashjoin;
+RESET enable_mergejoin;
+RESET enable_material;
+DROP TABLE rs_ramp, rs_heap, rs_outer;
+DROP FUNCTION server_ops();
+
 DROP TABLE scan_ramp, scan_heap, probe;
 DROP FUNCTION estimated_rows(text);
 DROP FUNCTION twin_diff(text, text, text);
