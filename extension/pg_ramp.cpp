@@ -40,17 +40,15 @@ List* WithoutBitmapHeapPaths(List* paths) {
 //    first segment of the (empty) local main fork: with prefetching on, tables whose row-id
 //    blocks go past RELSEG_SIZE (33.5 M row ids) get no bitmap heap paths (index scans and
 //    sequential scans remain).
-//  - Sequential scans of larger tables read the partitions' pages (ramp.scan_method = auto or
-//    pages), which a single backend does faster than parallel workers probing row ids (2.4x
-//    here): such tables get no partial paths either.
+//  - Parallel sequential scans of larger tables read whole partitions' pages per worker, at
+//    one snapshot the leader draws (tableam/scan.cpp), like serial ones.
 void SetRelPathlist(PlannerInfo* root, RelOptInfo* rel, Index rti, RangeTblEntry* rte) {
   if (previous_set_rel_pathlist != nullptr) previous_set_rel_pathlist(root, rel, rti, rte);
   if (rte->rtekind != RTE_RELATION || rte->relkind != RELKIND_RELATION) return;
   const XactState* x = XactIfAny();
   const bool has_writes = x != nullptr && !x->writes.empty();
   const bool prefetching = get_tablespace_io_concurrency(rel->reltablespace) > 0;
-  const bool pages_scans = guc::scan_method != 1;
-  if (!(rel->partial_pathlist != NIL && (has_writes || pages_scans)) && !prefetching) return;
+  if (!(rel->partial_pathlist != NIL && has_writes) && !prefetching) return;
   Relation relation = RelationIdGetRelation(rte->relid);
   if (relation == nullptr) return;
   const bool ramp = IsRampTable(relation);
@@ -59,7 +57,6 @@ void SetRelPathlist(PlannerInfo* root, RelOptInfo* rel, Index rti, RangeTblEntry
   RelationClose(relation);
   if (!ramp) return;
   if (has_writes) rel->partial_pathlist = NIL;
-  if (pages_scans && tam::SequentialScanReadsPages(blocks)) rel->partial_pathlist = NIL;
   if (big) {
     rel->pathlist = WithoutBitmapHeapPaths(rel->pathlist);
     rel->partial_pathlist = WithoutBitmapHeapPaths(rel->partial_pathlist);

@@ -21,6 +21,7 @@ int scan_method = 0;
 bool rescan_cache = true;
 int debug_commit_delay_us = 0;
 bool debug_unchecked_lookups = false;
+bool debug_parallel_own_snapshots = false;
 
 namespace {
 
@@ -90,8 +91,8 @@ void Define() {
   DefineCustomEnumVariable(
       "ramp.scan_method", "How sequential scans read ramp tables (auto, probe, pages).",
       "pages: the partitions' pages through remote page I/O (one snapshot per scan); probe: "
-      "row-id lookups in batches; auto: pages for tables beyond 32768 row ids. Parallel scans "
-      "always probe.",
+      "row-id lookups in batches; auto: pages for tables beyond 32768 row ids. Parallel page "
+      "scans share one snapshot and give each worker whole partitions.",
       &scan_method, 0, kScanMethodOptions, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   DefineCustomBoolVariable(
       "ramp.rescan_cache", "Whether rescans of a ramp table replay the rows of an earlier pass.",
@@ -125,6 +126,11 @@ void Define() {
   DefineCustomBoolVariable("ramp.debug_unchecked_lookups",
                            "Test only: ramp_hash lookups skip their consistency check.", nullptr,
                            &debug_unchecked_lookups, false, PGC_SUSET,
+                           GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
+  DefineCustomBoolVariable("ramp.debug_parallel_own_snapshots",
+                           "Test only: each participant of a parallel page scan reads at a "
+                           "snapshot of its own (the scan is then not read-atomic).",
+                           nullptr, &debug_parallel_own_snapshots, false, PGC_SUSET,
                            GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
   MarkGUCPrefixReserved("ramp");
 }

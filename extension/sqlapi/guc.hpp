@@ -19,6 +19,8 @@ extern bool rescan_cache;       // ramp.rescan_cache: rescans replay an earlier 
 // that it catches fractured reads).
 extern int debug_commit_delay_us;
 extern bool debug_unchecked_lookups;
+// Test only: participants of a parallel page scan draw their own snapshots (not read-atomic).
+extern bool debug_parallel_own_snapshots;
 
 const char* TransportName();  // "shm", "tcp", "verbs"
 const char* ReadPathName();   // "rpc", "get+", "get*"

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -78,5 +79,10 @@ inline constexpr size_t kProbeKeysPerRequest = 8192;
 // the versions read (writes re-read them). Pays for live rows, not for the holes of a row-id range,
 // but opens its own connections and buffers: the probe source stays cheaper for small tables.
 std::unique_ptr<RowSource> MakeScannerRowSource(const ramp::KeyspaceRef& ks);
+// One participant of a parallel partition scan: reads the partitions take_partition hands
+// it, at a snapshot drawn by Client::OpenScanSnapshot (ramp::ScanOptions).
+std::unique_ptr<RowSource> MakeScannerRowSource(const ramp::KeyspaceRef& ks,
+                                                const ramp::Timestamp& snapshot,
+                                                std::function<bool(uint32_t*)> take_partition);
 
 }  // namespace pgramp::tam

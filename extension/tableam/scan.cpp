@@ -33,6 +33,12 @@ struct ParallelScan {
   ParallelTableScanDescData base;
   uint64 nblocks;
   pg_atomic_uint64 next_block;
+  // Page scans of large tables: each participant takes whole partitions and reads them at
+  // the scan snapshot the leader drew, so that together they read one state of the table.
+  bool pages;
+  uint64 snapshot_time;
+  uint64 snapshot_client;
+  pg_atomic_uint32 next_partition;
 };
 
 class ParallelRanges : public BlockRanges {
@@ -133,6 +139,16 @@ struct TableScan {
 
   void StartSource() {
     std::unique_ptr<BlockRanges> ranges;
+    if (parallel != nullptr && parallel->pages) {
+      ParallelScan* shared = parallel;
+      source =
+          MakeScannerRowSource(ks, ramp::Timestamp{shared->snapshot_time, shared->snapshot_client},
+                               [shared](uint32_t* index) {
+                                 *index = pg_atomic_fetch_add_u32(&shared->next_partition, 1);
+                                 return true;
+                               });
+      return;
+    }
     if (parallel != nullptr) {
       ranges = std::make_unique<ParallelRanges>(parallel);
     } else {
@@ -330,6 +346,8 @@ Size ParallelScanEstimate(Relation rel) {
 
 Size ParallelScanInitialize(Relation rel, ParallelTableScanDesc pscan) {
   auto* shared = reinterpret_cast<ParallelScan*>(pscan);
+  ramp::Timestamp snapshot;
+  bool pages = false;
   const uint64 nblocks = Boundary([&] {
     ramp::KeyspaceRef ks = RelationKeyspace(rel);
     const XactState* x = XactIfAny();
@@ -340,17 +358,32 @@ Size ParallelScanInitialize(Relation rel, ParallelTableScanDesc pscan) {
                      "Parallel workers cannot see the transaction's uncommitted ramp writes.",
                      "SET max_parallel_workers_per_gather = 0 for this transaction.");
     }
-    return ks.fresh ? uint64_t{0} : BlocksBelow(HighWater(ks));
+    if (ks.fresh) return uint64_t{0};
+    const uint64_t blocks = BlocksBelow(HighWater(ks));
+    if (SequentialScanReadsPages(blocks)) {
+      Session& session = Session::Get();
+      session.Define(ks);
+      session.Check(session.client().OpenScanSnapshot(ks.id, &snapshot),
+                    "opening a parallel scan of a ramp table");
+      pages = true;
+    }
+    return blocks;
   });
   shared->base.phs_relid = RelationGetRelid(rel);
   shared->base.phs_syncscan = false;
   shared->nblocks = nblocks;
   pg_atomic_init_u64(&shared->next_block, 0);
+  shared->pages = pages;
+  shared->snapshot_time = snapshot.time;
+  shared->snapshot_client = snapshot.client;
+  pg_atomic_init_u32(&shared->next_partition, 0);
   return sizeof(ParallelScan);
 }
 
 void ParallelScanReinitialize(Relation rel, ParallelTableScanDesc pscan) {
-  pg_atomic_write_u64(&reinterpret_cast<ParallelScan*>(pscan)->next_block, 0);
+  auto* shared = reinterpret_cast<ParallelScan*>(pscan);
+  pg_atomic_write_u64(&shared->next_block, 0);
+  pg_atomic_write_u32(&shared->next_partition, 0);
 }
 
 bool ScanBitmapNextBlock(TableScanDesc scan, struct TBMIterateResult* tbmres) {

@@ -28,7 +28,9 @@ constexpr size_t kPrefetchAhead = 16;
 
 class ScannerRowSource : public RowSource {
  public:
-  explicit ScannerRowSource(const ramp::KeyspaceRef& ks) : ks_(ks) {}
+  ScannerRowSource(const ramp::KeyspaceRef& ks, const ramp::Timestamp& snapshot,
+                   std::function<bool(uint32_t*)> take_partition)
+      : ks_(ks), snapshot_(snapshot), take_partition_(std::move(take_partition)) {}
 
   bool NextViews(std::vector<RowView>* out) override {
     out->clear();
@@ -39,6 +41,8 @@ class ScannerRowSource : public RowSource {
         session.Define(ks_);
         ramp::ScanOptions options;
         options.value_align_skip = 1;  // [format byte][MinimalTuple]: the tuple aligned
+        options.snapshot = snapshot_;
+        options.take_partition = take_partition_;
         session.Check(session.client().OpenScan(ks_.id, options, &scanner_),
                       "opening a scan of a ramp table");
       }
@@ -80,6 +84,8 @@ class ScannerRowSource : public RowSource {
 
  private:
   ramp::KeyspaceRef ks_;
+  ramp::Timestamp snapshot_;                       // zero: the scanner draws its own
+  std::function<bool(uint32_t*)> take_partition_;  // empty: every partition
   std::unique_ptr<ramp::Scanner> scanner_;
   std::span<const ramp::ScanRow> part_;  // the current partition's rows (scanner memory)
   size_t pos_ = 0;
@@ -90,7 +96,13 @@ class ScannerRowSource : public RowSource {
 }  // namespace
 
 std::unique_ptr<RowSource> MakeScannerRowSource(const ramp::KeyspaceRef& ks) {
-  return std::make_unique<ScannerRowSource>(ks);
+  return std::make_unique<ScannerRowSource>(ks, ramp::Timestamp{}, nullptr);
+}
+
+std::unique_ptr<RowSource> MakeScannerRowSource(const ramp::KeyspaceRef& ks,
+                                                const ramp::Timestamp& snapshot,
+                                                std::function<bool(uint32_t*)> take_partition) {
+  return std::make_unique<ScannerRowSource>(ks, snapshot, std::move(take_partition));
 }
 
 }  // namespace pgramp::tam

@@ -187,6 +187,24 @@ END
 $$;
 SELECT count(*), sum(length(payload)) FROM big_heap;
 SELECT id, g, payload FROM big_ramp ORDER BY id DESC LIMIT 3;
+-- Parallel page scans: each participant takes whole partitions and reads them at the
+-- snapshot the leader drew. Every row exactly once, the same rows as heap.
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SET max_parallel_workers_per_gather = 2;
+EXPLAIN (COSTS OFF) SELECT count(*), sum(g), sum(length(payload)) FROM big_ramp;
+SELECT count(*), sum(g), sum(length(payload)) FROM big_ramp;
+SELECT count(*), sum(g), sum(length(payload)) FROM big_heap;
+CREATE TEMP TABLE par_ids AS SELECT id FROM big_ramp;
+SELECT count(*) AS rows, count(DISTINCT id) AS distinct_ids FROM par_ids;
+SELECT count(*) AS missing FROM big_heap h WHERE NOT EXISTS (SELECT 1 FROM par_ids p WHERE p.id = h.id);
+DROP TABLE par_ids;
+SELECT v.x, s.* FROM (VALUES (1), (3)) v(x),
+  LATERAL (SELECT count(*), sum(g) FROM big_ramp WHERE g > v.x) s ORDER BY 1;
+RESET parallel_setup_cost;
+RESET parallel_tuple_cost;
+RESET min_parallel_table_scan_size;
 RESET max_parallel_workers_per_gather;
 DROP TABLE big_ramp, big_heap;
 

@@ -97,15 +97,15 @@ struct ClientStats {
   uint64_t transactions_committed = 0;
   uint64_t transactions_aborted = 0;
   uint64_t reads = 0;
-  uint64_t one_sided_reads = 0;       // GET* attempts
-  uint64_t one_sided_hits = 0;        // GET* that returned a valid committed version
-  uint64_t one_sided_fallbacks = 0;   // invalid/stale address, fell back to GET+
-  uint64_t round2_reads = 0;          // items fetched by timestamp in round 2
-  uint64_t read_retries = 0;          // whole reads retried (round-2 miss)
+  uint64_t one_sided_reads = 0;      // GET* attempts
+  uint64_t one_sided_hits = 0;       // GET* that returned a valid committed version
+  uint64_t one_sided_fallbacks = 0;  // invalid/stale address, fell back to GET+
+  uint64_t round2_reads = 0;         // items fetched by timestamp in round 2
+  uint64_t read_retries = 0;         // whole reads retried (round-2 miss)
   uint64_t moved_replies = 0;
-  uint64_t commit_retries = 0;        // PUTs retried with a fresh timestamp
-  uint64_t sleeps = 0;                // waits that slept in epoll
-  uint64_t sleep_timeouts = 0;        // ... and woke by timeout rather than a doorbell
+  uint64_t commit_retries = 0;  // PUTs retried with a fresh timestamp
+  uint64_t sleeps = 0;          // waits that slept in epoll
+  uint64_t sleep_timeouts = 0;  // ... and woke by timeout rather than a doorbell
 };
 
 class Client;
@@ -129,6 +129,12 @@ struct ScanOptions {
   uint32_t value_align_skip = 0;
   // Called with every page the scan asks for, in order (I/O traces for benchmarks).
   std::function<void(const PartitionId& part, uint32_t page_no)> on_page;
+  // Parallel scans: several Scanners (in several processes) share one scan. The snapshot
+  // one of them drew with Client::OpenScanSnapshot (zero: this scan draws its own), and
+  // the partitions this Scanner reads: take_partition(&i) hands out the next partition
+  // index in [0, buckets) to read, false when none is left (empty: every partition).
+  Timestamp snapshot;
+  std::function<bool(uint32_t* index)> take_partition;
 };
 
 // A row of a scan. key and value view memory of the Scanner, which holds one partition's
@@ -229,11 +235,11 @@ struct ServerStatus {
   uint32_t node = 0;
   std::string endpoints;  // comma-separated
   bool reachable = false;
-  std::string error;      // why not reachable
+  std::string error;  // why not reachable
   uint64_t partitions = 0;
   uint64_t keys = 0;
   uint64_t bytes = 0;
-  uint64_t ops = 0;       // requests served since start
+  uint64_t ops = 0;  // requests served since start
   uint64_t uptime_ms = 0;
 };
 
@@ -280,6 +286,10 @@ class Client {
   // raises the keyspace's partitions' watermark to its snapshot: writers with an older
   // timestamp retry with a newer one (Commit does that by itself).
   Status OpenScan(KeyspaceId keyspace, const ScanOptions& options, std::unique_ptr<Scanner>* out);
+  // Draws a scan snapshot for a keyspace and closes it as OpenScan does (every transaction
+  // at or below it decided), without reading: Scanners opened with it (ScanOptions::snapshot)
+  // in other processes read one consistent state of the keyspace together.
+  Status OpenScanSnapshot(KeyspaceId keyspace, Timestamp* snapshot);
 
   // Removes every partition of a keyspace on every server.
   Status DropKeyspace(KeyspaceId keyspace);

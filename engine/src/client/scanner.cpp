@@ -156,6 +156,7 @@ struct Scanner::State {
   std::function<void(const PartitionId&, uint32_t)> on_page;
   uint32_t value_align_skip = 0;
   size_t next_part = 0;
+  std::function<bool(uint32_t*)> take_partition;  // parallel scans: see ScanOptions
   std::vector<ScanRow> rows;
   size_t pos = 0;
   ScanStats stats;
@@ -171,6 +172,8 @@ struct Scanner::State {
   uint64_t bitmap_lo = 0;
 
   Status OpenAt(std::span<const size_t> which, bool wait_pending);
+  // The index of the next partition to read into *index; false when none is left.
+  bool TakePartition(size_t* index);
   Status LoadPartition(size_t index);
   void FindRepeatedKeys(const std::vector<Seen>& es);
   bool IsRepeated(uint64_t key) const;
@@ -227,15 +230,35 @@ Status Scanner::State::OpenAt(std::span<const size_t> which, bool wait_pending) 
   }
 }
 
-Status Client::OpenScan(KeyspaceId keyspace, const ScanOptions& options,
-                        std::unique_ptr<Scanner>* out) {
+bool Scanner::State::TakePartition(size_t* index) {
+  if (!take_partition) {
+    if (next_part >= parts.size()) return false;
+    *index = next_part++;
+    return true;
+  }
+  uint32_t i = 0;
+  if (!take_partition(&i) || i >= parts.size()) return false;
+  *index = i;
+  return true;
+}
+
+namespace {
+
+// A scan of every partition of a keyspace, its snapshot not drawn yet.
+std::unique_ptr<Scanner::State> NewScanState(Client* client, KeyspaceId keyspace,
+                                             uint32_t buckets) {
   auto st = std::make_unique<Scanner::State>();
-  st->client = this;
+  st->client = client;
   st->keyspace = keyspace;
-  const uint32_t buckets = BucketsOf(keyspace);
   for (uint32_t b = 0; b < buckets; b++) st->parts.push_back(PartitionId{keyspace, b});
   st->info.resize(buckets);
-  Impl& c = *impl_;
+  return st;
+}
+
+}  // namespace
+
+// Draws st's snapshot above every owner's clock and closes it at every partition (OpenAt).
+static Status DrawScanSnapshot(Client::Impl& c, Scanner::State* st) {
   RAMP_RETURN_IF_ERROR(c.ResolveOwners(st->parts));
   // Every owner's clock is observed (replies carry it), so the snapshot lies above every
   // timestamp any of them has seen committed.
@@ -246,9 +269,35 @@ Status Client::OpenScan(KeyspaceId keyspace, const ScanOptions& options,
     RAMP_RETURN_IF_ERROR(c.CallAndWait(node, c.ReadChannel(), protocol::Op::kClock, 0, {}, &reply));
   }
   st->snapshot = Timestamp{c.clock.Now(), 0};
-  std::vector<size_t> all(buckets);
+  std::vector<size_t> all(st->parts.size());
   for (size_t i = 0; i < all.size(); i++) all[i] = i;
-  RAMP_RETURN_IF_ERROR(st->OpenAt(all, true));
+  return st->OpenAt(all, true);
+}
+
+Status Client::OpenScanSnapshot(KeyspaceId keyspace, Timestamp* snapshot) {
+  auto st = NewScanState(this, keyspace, BucketsOf(keyspace));
+  RAMP_RETURN_IF_ERROR(DrawScanSnapshot(*impl_, st.get()));
+  *snapshot = st->snapshot;
+  return Status::OK();
+}
+
+Status Client::OpenScan(KeyspaceId keyspace, const ScanOptions& options,
+                        std::unique_ptr<Scanner>* out) {
+  auto st = NewScanState(this, keyspace, BucketsOf(keyspace));
+  Impl& c = *impl_;
+  if (options.snapshot.zero()) {
+    RAMP_RETURN_IF_ERROR(DrawScanSnapshot(c, st.get()));
+  } else {
+    // Another Scanner's snapshot: already closed at every partition (OpenScanSnapshot), so
+    // this SCAN_OPEN only learns the page counts (the watermark is at or above it already).
+    st->snapshot = options.snapshot;
+    c.clock.Observe(options.snapshot.time);
+    RAMP_RETURN_IF_ERROR(c.ResolveOwners(st->parts));
+    std::vector<size_t> all(st->parts.size());
+    for (size_t i = 0; i < all.size(); i++) all[i] = i;
+    RAMP_RETURN_IF_ERROR(st->OpenAt(all, true));
+  }
+  st->take_partition = options.take_partition;
   PageReaderOptions ro;
   ro.connections_per_node = options.connections_per_node;
   ro.batch_pages = options.batch_pages;
@@ -525,13 +574,14 @@ Status Scanner::State::LoadPartition(size_t index) {
 Status Scanner::Next(ScanRow* row, bool* done) {
   State& s = *state_;
   while (s.pos >= s.rows.size()) {
-    if (s.next_part >= s.parts.size()) {
+    size_t index = 0;
+    if (!s.TakePartition(&index)) {
       s.rows.clear();
       s.pos = 0;
       *done = true;
       return Status::OK();
     }
-    RAMP_RETURN_IF_ERROR(s.LoadPartition(s.next_part++));
+    RAMP_RETURN_IF_ERROR(s.LoadPartition(index));
   }
   *row = s.rows[s.pos++];
   s.stats.rows++;
@@ -542,14 +592,15 @@ Status Scanner::Next(ScanRow* row, bool* done) {
 Status Scanner::NextRows(std::span<const ScanRow>* rows, bool* done) {
   State& s = *state_;
   while (s.pos >= s.rows.size()) {
-    if (s.next_part >= s.parts.size()) {
+    size_t index = 0;
+    if (!s.TakePartition(&index)) {
       s.rows.clear();
       s.pos = 0;
       *rows = {};
       *done = true;
       return Status::OK();
     }
-    RAMP_RETURN_IF_ERROR(s.LoadPartition(s.next_part++));
+    RAMP_RETURN_IF_ERROR(s.LoadPartition(index));
   }
   *rows = std::span<const ScanRow>(s.rows.data() + s.pos, s.rows.size() - s.pos);
   s.stats.rows += s.rows.size() - s.pos;
