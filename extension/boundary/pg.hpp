@@ -41,6 +41,7 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "catalog/storage.h"
 #include "commands/dbcommands.h"
+#include "common/pg_prng.h"
 #include "commands/event_trigger.h"
 #include "commands/progress.h"
 #include "commands/vacuum.h"

@@ -206,6 +206,24 @@ RESET parallel_setup_cost;
 RESET parallel_tuple_cost;
 RESET min_parallel_table_scan_size;
 RESET max_parallel_workers_per_gather;
+-- ANALYZE reads a random share of each row-id block (enough for twice its sample) and
+-- weighs each row it reads: its row count and statistics match heap's on the same data.
+SET default_statistics_target = 10;
+ANALYZE big_ramp;
+ANALYZE big_heap;
+RESET default_statistics_target;
+SELECT abs(r.reltuples - h.reltuples) / h.reltuples < 0.05 AS reltuples_close
+  FROM pg_class r, pg_class h WHERE r.relname = 'big_ramp' AND h.relname = 'big_heap';
+SELECT r.attname, r.null_frac = h.null_frac AS same_null_frac, r.avg_width = h.avg_width AS same_width,
+       (SELECT array_agg(v ORDER BY v) FROM unnest((r.most_common_vals::text::int[])[1:7]) v) AS ramp_top7,
+       (SELECT array_agg(v ORDER BY v) FROM unnest((h.most_common_vals::text::int[])[1:7]) v) AS heap_top7,
+       abs(r.most_common_freqs[1] - h.most_common_freqs[1]) < 0.05 AS close_top_freq
+  FROM pg_stats r JOIN pg_stats h ON h.attname = r.attname AND h.tablename = 'big_heap'
+ WHERE r.tablename = 'big_ramp' AND r.attname = 'g';
+SELECT r.attname, abs(r.avg_width - h.avg_width) <= 2 AS close_width,
+       (r.n_distinct < 0) = (h.n_distinct < 0) AS same_kind_of_n_distinct
+  FROM pg_stats r JOIN pg_stats h ON h.attname = r.attname AND h.tablename = 'big_heap'
+ WHERE r.tablename = 'big_ramp' AND r.attname IN ('id', 'payload') ORDER BY 1;
 DROP TABLE big_ramp, big_heap;
 
 -- Rescans replay the rows of an earlier pass (tableam/rescan_cache.hpp): a subplan or the
