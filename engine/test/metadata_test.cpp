@@ -100,5 +100,56 @@ TEST(MetadataTest, LyingKeyLengthIsRefused) {
   EXPECT_NE(s.message().find("key_len"), std::string::npos);
 }
 
+// A bulk load's versions name every partition of the table: a bitmap per keyspace, not a list.
+TEST(MetadataTest, ManyPartitionsOfOneKeyspaceAreABitmap) {
+  Metadata m;
+  m.mode = Metadata::Mode::kPartitions;
+  for (uint32_t b = 0; b < 16; b++) m.partitions.push_back({77, b});
+  const std::string bytes = Encoded(m);
+  EXPECT_EQ(bytes.size(), 1u + 2 + 8 + 2 + 2);  // was 1 + 4 + 16 x 12 = 197
+  EXPECT_EQ(static_cast<uint8_t>(bytes[0]), 3);
+  Metadata back;
+  ASSERT_TRUE(DecodeMetadata(bytes, &back).ok());
+  EXPECT_EQ(back, m);
+}
+
+TEST(MetadataTest, BitmapsDecodeSortedAndTheListStaysWhenShorter) {
+  Metadata m;
+  m.mode = Metadata::Mode::kPartitions;
+  m.partitions = {{9, 3}, {2, 7}, {9, 0}, {2, 1}};
+  Metadata back;
+  ASSERT_TRUE(DecodeMetadata(Encoded(m), &back).ok());
+  const std::vector<PartitionId> sorted = {{2, 1}, {2, 7}, {9, 0}, {9, 3}};
+  EXPECT_EQ(back.partitions, sorted);
+  // One partition with a high bucket: a bitmap would take 501 bytes, the list 17.
+  m.partitions = {{5, 4000}};
+  const std::string list = Encoded(m);
+  EXPECT_EQ(list.size(), 17u);
+  EXPECT_EQ(static_cast<uint8_t>(list[0]), 2);
+  ASSERT_TRUE(DecodeMetadata(list, &back).ok());
+  EXPECT_EQ(back, m);
+}
+
+TEST(MetadataTest, MalformedBitmapsAreRefused) {
+  Metadata back;
+  // A group count that the bytes cannot hold.
+  std::string lying("\x03\xff\xff", 3);
+  lying.append(20, '\0');
+  Status s = DecodeMetadata(lying, &back);
+  EXPECT_TRUE(s.Is(Status::Code::kCorruption));
+  EXPECT_NE(s.message().find("group count"), std::string::npos);
+  // Groups out of keyspace order (an encoder never writes them so).
+  Metadata m;
+  m.mode = Metadata::Mode::kPartitions;
+  m.partitions = {{1, 0}, {1, 1}, {2, 0}, {2, 1}};
+  std::string bytes = Encoded(m);
+  ASSERT_EQ(static_cast<uint8_t>(bytes[0]), 3);
+  const uint64_t first = 3;  // the first group's keyspace, after tag (1) and count (2)
+  std::memcpy(bytes.data() + 3, &first, 8);
+  s = DecodeMetadata(bytes, &back);
+  EXPECT_TRUE(s.Is(Status::Code::kCorruption));
+  EXPECT_NE(s.message().find("order"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ramp::record

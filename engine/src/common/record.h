@@ -133,7 +133,9 @@ inline constexpr size_t kMaxSiblingBytes = 2048;
 
 // Appends the encoding of m to *out; Mode::kNone encodes as nothing (no metadata bytes).
 //   kKeys:       u8 mode | u32 count | count x (u64 keyspace, u32 bucket, u16 key_len, key)
-//   kPartitions: u8 mode | u32 count | count x (u64 keyspace, u32 bucket)
+//   kPartitions: u8 mode | u32 count | count x (u64 keyspace, u32 bucket), or, when shorter,
+//                u8 3 | u16 groups | groups x (u64 keyspace, u16 n, n bytes: a bitmap of buckets)
+//                (decoded sorted by keyspace and bucket)
 void EncodeMetadata(const Metadata& m, std::string* out);
 // Decodes (replacing *out); empty bytes are Mode::kNone. Corruption on malformed input.
 Status DecodeMetadata(std::string_view bytes, Metadata* out);
