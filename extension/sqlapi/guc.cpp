@@ -19,6 +19,7 @@ char* token_file = nullptr;
 int buckets = 16;
 int scan_method = 0;
 bool rescan_cache = true;
+double row_fetch_cost = 2.5;
 int debug_commit_delay_us = 0;
 bool debug_unchecked_lookups = false;
 bool debug_parallel_own_snapshots = false;
@@ -100,6 +101,12 @@ void Define() {
       "to work_mem, and replays them with the scan's snapshot instead of reading the table "
       "from the cluster again.",
       &rescan_cache, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomRealVariable(
+      "ramp.row_fetch_cost",
+      "The planner's cost of fetching one row of a ramp table through an index.",
+      "Added per row to the cost of index scans of ramp tables (not ramp_hash's, whose "
+      "estimate counts its reads), in units of seq_page_cost.",
+      &row_fetch_cost, 2.5, 0, 1e6, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   DefineCustomEnumVariable("ramp.read_path", "How reads reach the servers (rpc, get+, get*).",
                            "rpc: request/response over sockets; get+: requests through message "
                            "rings; get*: one-sided reads with an address cache.",

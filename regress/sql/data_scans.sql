@@ -292,6 +292,31 @@ RESET enable_material;
 DROP TABLE rs_ramp, rs_heap, rs_outer;
 DROP FUNCTION server_ops();
 
+-- Index scans of ramp tables pay ramp.row_fetch_cost per row they fetch (a read from the
+-- cluster each), so that the planner prefers a hash join over many index lookups where
+-- heap would not mind them.
+CREATE TABLE fc_ramp (id int PRIMARY KEY, v int) USING ramp;
+INSERT INTO fc_ramp SELECT g, g % 10 FROM generate_series(1, 2000) g;
+ANALYZE fc_ramp;
+CREATE FUNCTION plan_cost(q text) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE plan json;
+BEGIN
+  EXECUTE 'EXPLAIN (FORMAT JSON) ' || q INTO plan;
+  RETURN (plan -> 0 -> 'Plan' ->> 'Total Cost')::float8;
+END $$;
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+SET ramp.row_fetch_cost = 0;
+SELECT plan_cost('SELECT * FROM fc_ramp WHERE id <= 400') AS c0 \gset
+RESET ramp.row_fetch_cost;
+SELECT plan_cost('SELECT * FROM fc_ramp WHERE id <= 400') AS c1 \gset
+SHOW ramp.row_fetch_cost;
+SELECT round(((:c1 - :c0) / 400)::numeric, 1) AS cost_per_row_fetched;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+DROP TABLE fc_ramp;
+DROP FUNCTION plan_cost(text);
+
 DROP TABLE scan_ramp, scan_heap, probe;
 DROP FUNCTION estimated_rows(text);
 DROP FUNCTION twin_diff(text, text, text);
