@@ -22,7 +22,7 @@ bool rescan_cache = true;
 double row_fetch_cost = 2.5;
 int debug_commit_delay_us = 0;
 bool debug_unchecked_lookups = false;
-bool debug_parallel_own_snapshots = false;
+bool debug_scan_own_snapshots = false;
 
 namespace {
 
@@ -134,10 +134,10 @@ void Define() {
                            "Test only: ramp_hash lookups skip their consistency check.", nullptr,
                            &debug_unchecked_lookups, false, PGC_SUSET,
                            GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
-  DefineCustomBoolVariable("ramp.debug_parallel_own_snapshots",
-                           "Test only: each participant of a parallel page scan reads at a "
-                           "snapshot of its own (the scan is then not read-atomic).",
-                           nullptr, &debug_parallel_own_snapshots, false, PGC_SUSET,
+  DefineCustomBoolVariable("ramp.debug_scan_own_snapshots",
+                           "Test only: every page scan, and every participant of a parallel "
+                           "one, reads at a snapshot of its own instead of the statement's.",
+                           nullptr, &debug_scan_own_snapshots, false, PGC_SUSET,
                            GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
   MarkGUCPrefixReserved("ramp");
 }

@@ -20,8 +20,9 @@ extern double row_fetch_cost;   // ramp.row_fetch_cost: planner cost of a row fe
 // that it catches fractured reads).
 extern int debug_commit_delay_us;
 extern bool debug_unchecked_lookups;
-// Test only: participants of a parallel page scan draw their own snapshots (not read-atomic).
-extern bool debug_parallel_own_snapshots;
+// Test only: page scans (and each participant of a parallel one) draw their own snapshots
+// instead of reading at the statement's (then not read-atomic with the statement's other reads).
+extern bool debug_scan_own_snapshots;
 
 const char* TransportName();  // "shm", "tcp", "verbs"
 const char* ReadPathName();   // "rpc", "get+", "get*"

@@ -369,10 +369,15 @@ Size ParallelScanInitialize(Relation rel, ParallelTableScanDesc pscan) {
     if (ks.fresh) return uint64_t{0};
     const uint64_t blocks = BlocksBelow(HighWater(ks));
     if (SequentialScanReadsPages(blocks)) {
+      // The statement's snapshot (each participant's scan closes it at every partition), or
+      // one drawn and closed here when the statement has none.
       Session& session = Session::Get();
       session.Define(ks);
-      session.Check(session.client().OpenScanSnapshot(ks.id, &snapshot),
-                    "opening a parallel scan of a ramp table");
+      snapshot = session.reads().snapshot();
+      if (snapshot.zero()) {
+        session.Check(session.client().OpenScanSnapshot(ks.id, &snapshot),
+                      "opening a parallel scan of a ramp table");
+      }
       pages = true;
     }
     return blocks;

@@ -12,6 +12,7 @@
 #include "ramp/client.h"
 
 #include "rows/keys.hpp"
+#include "sqlapi/guc.hpp"
 #include "tableam/row_source.hpp"
 #include "xact/session.hpp"
 
@@ -41,7 +42,13 @@ class ScannerRowSource : public RowSource {
         session.Define(ks_);
         ramp::ScanOptions options;
         options.value_align_skip = 1;  // [format byte][MinimalTuple]: the tuple aligned
+        // The statement's snapshot: every page scan and every point read of one statement
+        // read the same state (two scans drawing their own snapshots could each see a
+        // different side of a commit). The scan closes it at every partition first.
         options.snapshot = snapshot_;
+        if (options.snapshot.zero() && !guc::debug_scan_own_snapshots) {
+          options.snapshot = session.reads().snapshot();
+        }
         options.take_partition = take_partition_;
         session.Check(session.client().OpenScan(ks_.id, options, &scanner_),
                       "opening a scan of a ramp table");

@@ -1,23 +1,30 @@
 #!/usr/bin/env bash
-# Parallel page scans are read-atomic: every participant (the leader and its workers) reads
-# whole partitions at the one snapshot the leader drew. Writers move units between random
-# rows of a 60 000-row ramp table (sum(v) stays 0; the rows' partitions differ) while a
-# reader runs parallel scans with 2 workers (the leader not participating, so that the
-# partitions are shared between two processes): every scan sees sum 0 and every row once.
-# Proof that the check can fail: with ramp.debug_parallel_own_snapshots each participant
-# draws a snapshot of its own, and the same reader must catch a sum other than 0.
+# Page scans are read-atomic with the rest of their statement, and parallel page scans as a
+# whole: every page scan of a statement, and every participant (leader and workers) of a
+# parallel one, reads whole partitions at the statement's snapshot. Writers move units from
+# random rows of a 60 000-row ramp table to random rows of a 40 000-row one (both read by
+# page scans; an UPDATE gives the row a new row id, in another partition) while a reader
+# checks, in one statement, that the two sums add up to 0 and the first table has 60 000
+# rows: with 2 workers per scan (the leader not participating, so that the partitions are
+# shared between processes), then serially.
+# Proof that the check can fail: with ramp.debug_scan_own_snapshots every scan (and every
+# participant of a parallel one) draws a snapshot of its own, and the same reader, with serial
+# scans, must catch a wrong result. (With parallel scans the switch was caught once in 200
+# statements, by a count: too rare to be a test.)
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
 pg_start a --set max_worker_processes=8 --set max_parallel_workers=8
 psql_in a -c "CREATE TABLE pt (id int PRIMARY KEY, v bigint NOT NULL) USING ramp"
 psql_in a -c "INSERT INTO pt SELECT g, 0 FROM generate_series(1, 60000) g"
+psql_in a -c "CREATE TABLE pt2 (id int PRIMARY KEY, v bigint NOT NULL) USING ramp"
+psql_in a -c "INSERT INTO pt2 SELECT g, 0 FROM generate_series(1, 40000) g"
 cat > "$ITEST_DIR/move.sql" <<'SQL'
 \set a random(1, 60000)
-\set b random(1, 60000)
+\set b random(1, 40000)
 BEGIN;
 UPDATE pt SET v = v - 1 WHERE id = :a;
-UPDATE pt SET v = v + 1 WHERE id = :b;
+UPDATE pt2 SET v = v + 1 WHERE id = :b;
 END;
 SQL
 chmod 644 "$ITEST_DIR/move.sql"
@@ -32,31 +39,38 @@ plan="$(psql_in a -c "$parallel EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY
 echo "$plan" | grep -q "Parallel Seq Scan on pt" || { echo "$plan"; fail "no parallel scan of pt"; }
 echo "$plan" | grep -q "Workers Launched: 2" || { echo "$plan"; fail "the parallel scan launched no 2 workers"; }
 
-# reads N [settings]: N parallel scans while writers run; prints the first bad result.
+# reads N SETTINGS: N checks while writers run; prints the first bad result.
 reads() {
-  local n="$1" settings="${2:-}"
+  local n="$1" settings="$2"
   pgbench_in -n -c 2 -j 2 -T 600 --max-tries=1000 -f "$ITEST_DIR/move.sql" > "$ITEST_DIR/writers.out" 2>&1 &
   local writers=$!
   itest_background+=("$writers")
   sleep 1
   local bad=""
   for _ in $(seq 1 "$n"); do
-    got="$(psql_in a -c "$parallel $settings SELECT sum(v), count(*), count(DISTINCT id) FROM pt")"
-    if [ "$got" != "0|60000|60000" ]; then bad="$got"; break; fi
+    got="$(psql_in a -c "$settings SELECT (SELECT sum(v) FROM pt) + (SELECT sum(v) FROM pt2),
+                                          (SELECT count(*) FROM pt)")"
+    if [ "$got" != "0|60000" ]; then bad="$got"; break; fi
   done
   kill "$writers" 2>/dev/null || true
   wait "$writers" 2>/dev/null || true
   echo "$bad"
 }
 
-log "40 parallel scans while 2 writers move units between rows"
-bad="$(reads 40)"
-[ -z "$bad" ] || fail "a parallel scan saw sum|count|distinct = $bad, expected 0|60000|60000"
-moved="$(psql_in a -c "SELECT count(*) FROM pt WHERE v <> 0")"
+log "30 statements of two parallel page scans while 2 writers move units between the tables"
+bad="$(reads 30 "$parallel")"
+[ -z "$bad" ] || fail "a statement saw sum(pt) + sum(pt2) | count(pt) = $bad, expected 0|60000"
+moved="$(psql_in a -c "SELECT count(*) FROM pt2 WHERE v <> 0")"
 [ "$moved" -gt 0 ] || fail "the writers changed no row"
-log "every scan saw sum 0 and each row once ($moved rows changed)"
+log "every statement saw 0|60000 ($moved rows of pt2 changed)"
 
-log "the check catches participants reading at snapshots of their own"
-bad="$(reads 200 "SET ramp.debug_parallel_own_snapshots = on;")"
-[ -n "$bad" ] || fail "200 parallel scans at separate snapshots all saw sum 0: the check cannot fail"
-log "caught: sum|count|distinct = $bad"
+log "30 statements of two serial page scans"
+bad="$(reads 30 "SET max_parallel_workers_per_gather = 0; SET ramp.scan_method = pages;")"
+[ -z "$bad" ] || fail "a statement saw sum(pt) + sum(pt2) | count(pt) = $bad, expected 0|60000"
+log "every statement saw 0|60000"
+
+log "the check catches scans reading at snapshots of their own"
+bad="$(reads 100 "SET max_parallel_workers_per_gather = 0; SET ramp.scan_method = pages;
+                  SET ramp.debug_scan_own_snapshots = on;")"
+[ -n "$bad" ] || fail "100 statements with scans at separate snapshots all saw 0|60000: the check cannot fail"
+log "caught: sum(pt) + sum(pt2) | count(pt) = $bad"
