@@ -71,6 +71,8 @@ struct Client::Impl final : ChannelContext, ClusterView {
   std::unordered_map<uint64_t, PendingCall> calls;
   uint64_t next_request = 1;
   uint64_t next_txn = 1;
+  // Write intents: the nodes each intent owner asked (client/intents.cpp).
+  std::unordered_map<uint64_t, std::vector<uint32_t>> intent_nodes;
   ClientStats stats;
   DoorbellSet doorbells;  // every channel's connection (~Impl closes the channels first)
 
