@@ -13,6 +13,7 @@ extern int connect_timeout_ms;  // ramp.connect_timeout_ms
 extern char* token_file;        // ramp.token_file (superuser only)
 extern int buckets;             // ramp.buckets: partitions of a new keyspace
 extern int scan_method;         // ramp.scan_method: 0 auto, 1 probe, 2 pages
+extern bool row_locks;          // ramp.row_locks: UPDATE/DELETE/FOR UPDATE take write intents
 // Fault injection for tests (superuser, hidden): the client's debug_commit_delay_us, and
 // ramp_hash lookups without their consistency check (the atomicity test proves with it
 // that it catches fractured reads).

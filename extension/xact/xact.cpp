@@ -122,7 +122,25 @@ void AfterAbort() {
   }
 }
 
+// Releases the transaction's row locks (after its COMMIT went out on the same connections,
+// so whoever waited reads it). No reply is waited for; never throws.
+void ReleaseRowLocks() noexcept {
+  if (current == nullptr || current->intent_owner == 0) return;
+  Session& session = Session::Get();
+  try {
+    if (session.has_client() && session.client_if_any()->client_id() == current->intent_client) {
+      session.client_if_any()->ReleaseIntents(current->intent_owner);
+    }
+  } catch (...) {
+    // Out of memory: the servers release them when this backend's connections close.
+  }
+  // Otherwise the client that took them is gone, and its intents with its connections.
+  current->intent_owner = 0;
+  current->intents.clear();
+}
+
 void EndTransaction() {
+  ReleaseRowLocks();
   current.reset();
   Session::Get().EndTransaction();
   ResetBoundaryState();

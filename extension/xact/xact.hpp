@@ -11,6 +11,7 @@
 
 #include "ramp/types.h"
 
+#include "ramp/client.h"
 #include "ramp/write_batch.h"
 
 namespace pgramp {
@@ -50,6 +51,14 @@ struct XactState {
   };
   ramp::CommandId command_deletes_cid = 0;
   std::vector<CommandDelete> command_deletes;
+
+  // Row locks on the cluster (write intents, tableam/row_locks.cpp): the owner naming this
+  // transaction at the servers (0: none taken yet), the client it belongs to, its start
+  // time (the youngest of a deadlock gives way), and the rows it holds, in which mode.
+  uint64_t intent_owner = 0;
+  uint64_t intent_client = 0;
+  uint64_t intent_priority = 0;
+  std::map<std::pair<ramp::KeyspaceId, uint64_t>, ramp::IntentMode> intents;
 
   bool IsFresh(ramp::KeyspaceId ks) const;
 };
