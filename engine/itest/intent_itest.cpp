@@ -115,6 +115,7 @@ TEST_F(IntentTest, SecondWriterWaitsAndSeesTheHoldersCommit) {
   EXPECT_EQ(granted.outcome, Outcome::kGranted);
   EXPECT_TRUE(granted.live);
   EXPECT_EQ(granted.latest, committed);
+  EXPECT_EQ(granted.value, "v1");
   // Now a holds nothing and b holds the key.
   EXPECT_EQ(Take(*a, a->NewIntentOwner(), 3, ks, "row", false).outcome, Outcome::kHeld);
   b->ReleaseIntents(tb);

@@ -361,18 +361,28 @@ TM_Result LockCommittedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t r
                            TM_FailureData* tmfd) {
   RowLock lock;
   if (!LockRow(rel, ks, rowid, IntentModeOf(mode), wait_policy, &lock)) return TM_WouldBlock;
-  RowVersion row;
-  const bool found = FetchRow(ks, VisibilityOf(snapshot), rowid, &row, nullptr);
   Session& session = Session::Get();
   ramp::ReadSession& reads = session.reads();
+  XactState& x = Xact();
+  // The newest version, which the lock keeps as it is: told by this grant, or by an earlier
+  // one (UPDATE/DELETE prefetched it before returning TM_Updated), or read now.
   ramp::RowResult latest;
+  bool known = false;
   if (lock.taken_now) {
     latest.found = lock.live;
     latest.ts = lock.latest;
-    if (found && lock.live && row.ts == lock.latest) latest.value = row.value;
+    latest.value = std::move(lock.value);
+    known = true;
+  } else if (const ramp::PrefetchedRow* p = reads.Prefetched(ks.id, rowid)) {
+    auto it = x.locked_latest.find({ks.id, rowid});
+    if (it != x.locked_latest.end() && it->second == p->ts) {
+      latest.found = p->live;
+      latest.ts = p->ts;
+      latest.value = p->value;
+      known = true;
+    }
   }
-  if (!lock.taken_now || (latest.found && !(found && row.ts == latest.ts))) {
-    // The newest version (under the lock it cannot change any more).
+  if (!known) {
     const ramp::RowRequest req{ks.id, rowid, {}};
     std::vector<ramp::RowResult> results;
     session.Check(
@@ -381,13 +391,24 @@ TM_Result LockCommittedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t r
         std::string("reading a locked row of ramp table \"") + RelationGetRelationName(rel) + "\"");
     if (results.empty()) return TM_Deleted;
     latest = std::move(results[0]);
+    if (mode != LockTupleKeyShare) x.locked_latest[{ks.id, rowid}] = latest.ts;
+  }
+  // The version the locker holds: the one its statement read.
+  ramp::Timestamp read;
+  bool have_read = RecallVersion(ks.id, rowid, &read);
+  if (!have_read) {
+    RowVersion row;
+    if (FetchRow(ks, VisibilityOf(snapshot), rowid, &row, nullptr)) {
+      read = row.ts;
+      have_read = true;
+    }
   }
   if (!latest.found) {
-    if (!found) return TM_Deleted;
+    if (!have_read) return TM_Deleted;
     throw RowGone(rel, rowid);
   }
-  if (found && row.ts == latest.ts) {
-    StoreRow(slot, rel, rowid, row.value);
+  if (!have_read || read == latest.ts) {
+    StoreRow(slot, rel, rowid, latest.value);
     return TM_Ok;
   }
   const bool follow = (flags & TUPLE_LOCK_FLAG_FIND_LAST_VERSION) != 0 ||

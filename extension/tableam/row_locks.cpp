@@ -74,6 +74,7 @@ bool LockRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid, ramp::In
     // The session reconnected (a new client): the servers released the old client's
     // intents when its connections closed. The commit's version check still guards.
     x.intents.clear();
+    x.locked_latest.clear();
     x.intent_owner = 0;
   }
   const auto held = x.intents.find({ks.id, rowid});
@@ -127,6 +128,8 @@ bool LockRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid, ramp::In
   out->taken_now = true;
   out->live = r.live;
   out->latest = r.latest;
+  out->value = std::move(r.value);
+  if (mode != ramp::IntentMode::kKeyShare) x.locked_latest[{ks.id, rowid}] = r.latest;
   return true;
 }
 
@@ -144,10 +147,21 @@ TM_Result LockForWrite(Relation rel, ItemPointer tid, ramp::IntentMode mode, TM_
   LockRow(rel, ks, rowid, mode, LockWaitBlock, &lock);
   if (!lock.taken_now) return TM_Ok;  // held already: TupleLock read the newest version
   ramp::Timestamp read;
-  if (!RecallVersion(ks.id, rowid, &read) || (lock.live && lock.latest == read)) return TM_Ok;
+  const bool have_read = RecallVersion(ks.id, rowid, &read);
+  if (lock.live && (!have_read || lock.latest == read)) {
+    // The grant brought the newest version, which no one can change now: the write's
+    // re-reads of the row (UpdateInPlace, DeleteRow) need not ask the cluster again.
+    if (have_read) {
+      Session::Get().reads().Prefetch(ks.id, rowid, lock.latest, true, std::move(lock.value));
+    }
+    return TM_Ok;
+  }
+  if (!have_read) return TM_Ok;  // the write path reads and checks it
   // Changed since this statement read it (by the holder we waited for, or by a commit
   // between the read and the lock): EvalPlanQual in READ COMMITTED, 40001 otherwise.
   if (!lock.live) throw RowGone(rel, rowid);
+  // For TupleLock, which the executor calls next to follow the update (EvalPlanQual).
+  Session::Get().reads().Prefetch(ks.id, rowid, lock.latest, true, std::move(lock.value));
   tmfd->ctid = *tid;  // an update in place keeps the row id: the newest version is at this TID
   tmfd->xmax = InvalidTransactionId;
   tmfd->cmax = InvalidCommandId;

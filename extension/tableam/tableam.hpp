@@ -64,6 +64,7 @@ struct RowLock {
   bool taken_now = false;
   bool live = false;
   ramp::Timestamp latest;
+  std::string value;
 };
 ramp::IntentMode IntentModeOf(LockTupleMode mode);
 // Takes the row's intent, waiting for other holders as the policy says: false for SKIP

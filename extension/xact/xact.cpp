@@ -32,6 +32,24 @@ void ReconcileCatalog(XactState& x) {
   x.catalog_changed = false;
 }
 
+// Releases the transaction's row locks (after its COMMIT went out on the same connections,
+// so whoever waited reads it). No reply is waited for; never throws.
+void ReleaseRowLocks() noexcept {
+  if (current == nullptr || current->intent_owner == 0) return;
+  Session& session = Session::Get();
+  try {
+    if (session.has_client() && session.client_if_any()->client_id() == current->intent_client) {
+      session.client_if_any()->ReleaseIntents(current->intent_owner);
+    }
+  } catch (...) {
+    // Out of memory: the servers release them when this backend's connections close.
+  }
+  // Otherwise the client that took them is gone, and its intents with its connections.
+  current->intent_owner = 0;
+  current->intents.clear();
+  current->locked_latest.clear();
+}
+
 // Sends the buffered writes as one RAMP transaction (PREPARE everywhere, then COMMIT): the
 // batch goes to the client as it is (Client::Write encodes the keys and defines the
 // keyspaces; the values are not copied again).
@@ -46,6 +64,9 @@ void CommitWrites(ramp::WriteBatch& writes) {
   ramp::Timestamp committed;
   session.Check(session.client().Write(writes, &committed), "committing to the ramp cluster");
   session.NoteOwnCommit(committed);
+  // The commit is applied everywhere: whoever waits for a row of it may go on now (it reads
+  // the newest version, not a snapshot), not only after the clock wait below.
+  ReleaseRowLocks();
   const uint64_t committed_ms = committed.time >> 16;
   for (int spins = 0; (ramp::HybridClock::PhysicalNow() >> 16) < committed_ms && spins < 100;
        spins++) {
@@ -120,23 +141,6 @@ void AfterAbort() {
   for (const auto& [ks, sub] : x->drop_after_abort) {
     DropClusterKeyspace(ks);
   }
-}
-
-// Releases the transaction's row locks (after its COMMIT went out on the same connections,
-// so whoever waited reads it). No reply is waited for; never throws.
-void ReleaseRowLocks() noexcept {
-  if (current == nullptr || current->intent_owner == 0) return;
-  Session& session = Session::Get();
-  try {
-    if (session.has_client() && session.client_if_any()->client_id() == current->intent_client) {
-      session.client_if_any()->ReleaseIntents(current->intent_owner);
-    }
-  } catch (...) {
-    // Out of memory: the servers release them when this backend's connections close.
-  }
-  // Otherwise the client that took them is gone, and its intents with its connections.
-  current->intent_owner = 0;
-  current->intents.clear();
 }
 
 void EndTransaction() {

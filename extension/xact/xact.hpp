@@ -59,6 +59,9 @@ struct XactState {
   uint64_t intent_client = 0;
   uint64_t intent_priority = 0;
   std::map<std::pair<ramp::KeyspaceId, uint64_t>, ramp::IntentMode> intents;
+  // The newest committed version of rows locked in a mode no writer can get past (share or
+  // stronger), as the lock's grant (or a read under it) told it: it cannot change any more.
+  std::map<std::pair<ramp::KeyspaceId, uint64_t>, ramp::Timestamp> locked_latest;
 
   bool IsFresh(ramp::KeyspaceId ks) const;
 };

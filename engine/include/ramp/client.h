@@ -275,6 +275,7 @@ struct IntentResult {
   // it with the version it read); live is false for a deletion or a key never written.
   bool live = false;
   Timestamp latest;
+  std::string value;  // kGranted and live: the value of that version
   // kHeld / kDeadlock: who holds the key / the cycle, for messages.
   std::string detail;
 };

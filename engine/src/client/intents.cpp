@@ -195,6 +195,7 @@ Status Client::AcquireIntent(const IntentRequest& request, IntentResult* result)
         result->outcome = IntentResult::Outcome::kGranted;
         result->live = r.live != 0;
         result->latest = r.latest;
+        result->value.assign(r.value);
         return Status::OK();
       }
       result->outcome = IntentResult::Outcome::kHeld;

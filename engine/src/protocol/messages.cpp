@@ -516,12 +516,14 @@ void Encode(const IntentReply& m, std::string* out) {
   w.PutU8(m.outcome);
   w.PutU8(m.live);
   PutTs(w, m.latest);
+  PutView(w, m.value);
   for (const auto& h : m.holders) PutHolder(w, h);
 }
 
 Status Decode(std::string_view body, uint32_t count, IntentReply* out) {
   ByteReader r(body);
-  if (!r.GetU8(&out->outcome) || !r.GetU8(&out->live) || !GetTs(r, &out->latest)) {
+  if (!r.GetU8(&out->outcome) || !r.GetU8(&out->live) || !GetTs(r, &out->latest) ||
+      !GetView(r, &out->value)) {
     return Truncated("INTENT reply");
   }
   if (out->outcome > kIntentHeld) {

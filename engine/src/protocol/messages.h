@@ -269,6 +269,7 @@ struct IntentReply {                       // count = holders
   uint8_t outcome = kIntentGranted;
   uint8_t live = 0;  // granted: the key's latest committed version is a live row
   Timestamp latest;  // granted: that version (zero: never written)
+  std::string_view value;  // granted and live: its value
   std::vector<IntentHolder> holders;
 };
 struct IntentReleaseRequest {
