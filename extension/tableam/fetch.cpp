@@ -218,6 +218,8 @@ bool TupleFetchRowVersion(Relation rel, ItemPointer tid, Snapshot snapshot, Tupl
     // expected one: a commit in flight when the statement started may have landed since.
     ramp::Timestamp read_ts;
     const bool any = snapshot != nullptr && snapshot->snapshot_type == SNAPSHOT_ANY;
+    // The UPDATE locks the row now, and the lock's grant brings the newest version.
+    if (any && FetchLockedRow(rel, ks, rowid, slot)) return true;
     const bool have_read = any && RecallVersion(ks.id, rowid, &read_ts);
     const bool found =
         FetchRow(ks, any ? AnyVisibility(ks, rowid) : VisibilityOf(snapshot), rowid, &row, nullptr);

@@ -145,9 +145,19 @@ TM_Result LockForWrite(Relation rel, ItemPointer tid, ramp::IntentMode mode, TM_
   }
   RowLock lock;
   LockRow(rel, ks, rowid, mode, LockWaitBlock, &lock);
-  if (!lock.taken_now) return TM_Ok;  // held already: TupleLock read the newest version
   ramp::Timestamp read;
   const bool have_read = RecallVersion(ks.id, rowid, &read);
+  if (!lock.taken_now) {
+    // Held already (locked by the executor's fetch of the row, FetchLockedRow, by a FOR
+    // UPDATE, or this is the write after EvalPlanQual): what its grant said is the newest.
+    const auto it = Xact().locked_latest.find({ks.id, rowid});
+    if (!have_read || it == Xact().locked_latest.end() || it->second == read) return TM_Ok;
+    tmfd->ctid = *tid;
+    tmfd->xmax = InvalidTransactionId;
+    tmfd->cmax = InvalidCommandId;
+    tmfd->traversed = false;
+    return TM_Updated;
+  }
   if (lock.live && (!have_read || lock.latest == read)) {
     // The grant brought the newest version, which no one can change now: the write's
     // re-reads of the row (UpdateInPlace, DeleteRow) need not ask the cluster again.
@@ -167,6 +177,30 @@ TM_Result LockForWrite(Relation rel, ItemPointer tid, ramp::IntentMode mode, TM_
   tmfd->cmax = InvalidCommandId;
   tmfd->traversed = false;
   return TM_Updated;
+}
+
+bool FetchLockedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid,
+                    TupleTableSlot* slot) {
+  if (!guc::row_locks || ks.fresh) return false;
+  const XactState* x = XactIfAny();
+  if (x != nullptr && x->writes.Find(ks.id, ramp::EntryKey{0, rowid}) != nullptr) return false;
+  RowLock lock;
+  LockRow(rel, ks, rowid, ramp::IntentMode::kNoKeyExclusive, LockWaitBlock, &lock);
+  if (!lock.taken_now) return false;
+  ramp::Timestamp read;
+  const bool have_read = RecallVersion(ks.id, rowid, &read);
+  if (!lock.live) {
+    if (have_read) throw RowGone(rel, rowid);
+    return false;
+  }
+  // The newest version, which the lock keeps: the write's re-reads and EvalPlanQual's find it
+  // here. The version the statement read stays the remembered one: when they differ, the
+  // UPDATE that follows returns TM_Updated (LockForWrite) and EvalPlanQual redoes it.
+  ramp::ReadSession& reads = Session::Get().reads();
+  if (!have_read) reads.RememberVersion(ks.id, rowid, lock.latest);
+  StoreRow(slot, rel, rowid, lock.value);
+  reads.Prefetch(ks.id, rowid, lock.latest, true, std::move(lock.value));
+  return true;
 }
 
 RampError RowGone(Relation rel, uint64_t rowid) {

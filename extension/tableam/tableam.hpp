@@ -76,6 +76,12 @@ bool LockRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid, ramp::In
 // or TM_Deleted (tmfd filled) when the version the statement read is no longer the newest,
 // TM_Ok otherwise. Does nothing when ramp.row_locks is off.
 TM_Result LockForWrite(Relation rel, ItemPointer tid, ramp::IntentMode mode, TM_FailureData* tmfd);
+// The executor's SnapshotAny fetch of a committed row it is about to update: locks the row and
+// stores the newest version, from the lock's grant, in the slot (the lock's round trip is the
+// read). False, and nothing done, when the caller reads the row itself (row locks off, a
+// table or row of this transaction, the lock held already).
+bool FetchLockedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid,
+                    TupleTableSlot* slot);
 // The 40001 error for a row that a concurrent transaction deleted (or moved to a new row id)
 // while this one waited for it or after this statement read it.
 RampError RowGone(Relation rel, uint64_t rowid);
