@@ -10,6 +10,7 @@
 
 #include "ramp/client.h"
 #include "ramp/hlc.h"
+#include "ramp/write_batch.h"
 #include "test_cluster.h"
 
 namespace ramp::testing {
@@ -120,6 +121,26 @@ TEST_F(IntentTest, SecondWriterWaitsAndSeesTheHoldersCommit) {
   EXPECT_EQ(Take(*a, a->NewIntentOwner(), 3, ks, "row", false).outcome, Outcome::kHeld);
   b->ReleaseIntents(tb);
   EXPECT_EQ(TakeOnceReleased(*a, ks, "row").outcome, Outcome::kGranted);
+}
+
+TEST_F(IntentTest, WriteReleasesTheIntentsBehindItsCommit) {
+  auto a = Open();
+  auto b = Open();
+  const KeyspaceId ks = Keyspace();
+  const uint64_t ta = a->NewIntentOwner();
+  ASSERT_EQ(Take(*a, ta, 1, ks, "row", true).outcome, Outcome::kGranted);
+  auto waiter = std::async(std::launch::async,
+                           [&] { return Take(*b, b->NewIntentOwner(), 2, ks, "row", true); });
+  EXPECT_TRUE(StillWaiting(waiter));
+  WriteBatch batch;
+  ASSERT_TRUE(batch.PutKey(ks, "row", "v2").ok());
+  Timestamp committed;
+  ASSERT_TRUE(a->Write(batch, &committed, ta).ok());  // no ReleaseIntents call
+  ASSERT_TRUE(Ready(waiter));
+  const IntentResult granted = waiter.get();
+  EXPECT_EQ(granted.outcome, Outcome::kGranted);
+  EXPECT_EQ(granted.latest, committed);  // the commit was applied before the release
+  EXPECT_EQ(granted.value, "v2");
 }
 
 TEST_F(IntentTest, SharedModesGoTogetherExclusiveWaits) {

@@ -62,7 +62,13 @@ void CommitWrites(ramp::WriteBatch& writes) {
   // to reach that millisecond (at most ~1 ms).
   session.client().AdvanceClock(((ramp::HybridClock::PhysicalNow() >> 16) + 1) << 16);
   ramp::Timestamp committed;
-  session.Check(session.client().Write(writes, &committed), "committing to the ramp cluster");
+  // The row locks of this transaction go out right behind its COMMITs (ReleaseRowLocks
+  // below then has nothing left to send).
+  const XactState* x = XactIfAny();
+  const uint64_t owner =
+      x != nullptr && x->intent_client == session.client().client_id() ? x->intent_owner : 0;
+  session.Check(session.client().Write(writes, &committed, owner),
+                "committing to the ramp cluster");
   session.NoteOwnCommit(committed);
   // The commit is applied everywhere: whoever waits for a row of it may go on now (it reads
   // the newest version, not a snapshot), not only after the clock wait below.

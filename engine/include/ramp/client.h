@@ -294,6 +294,9 @@ class Client {
   // the keyspaces of its rows (KeyspaceRef). TooLarge when it holds more than
   // max_batch_items writes. The batch is unchanged (Clear it to reuse it).
   Status Write(const WriteBatch& batch, Timestamp* commit_ts = nullptr);
+  // The same; when it commits, the write intents of release_intents_of (see AcquireIntent)
+  // are released right behind its COMMITs, which a waiter then reads.
+  Status Write(const WriteBatch& batch, Timestamp* commit_ts, uint64_t release_intents_of);
   // The limits a WriteBatch for this client checks (ClientOptions::max_*_bytes).
   WriteLimits write_limits() const;
   // A read session (ramp/read_session.h); it must not outlive the Client.

@@ -226,7 +226,10 @@ Status Client::AcquireIntent(const IntentRequest& request, IntentResult* result)
 }
 
 void Client::ReleaseIntents(uint64_t owner) {
-  Impl& c = *impl_;
+  PostIntentRelease(*impl_, owner);
+}
+
+void PostIntentRelease(Client::Impl& c, uint64_t owner) {
   auto it = c.intent_nodes.find(owner);
   if (it == c.intent_nodes.end()) return;
   protocol::IntentReleaseRequest req{owner};
