@@ -20,6 +20,7 @@ int buckets = 16;
 int scan_method = 0;
 bool rescan_cache = true;
 double row_fetch_cost = 2.5;
+bool row_locks = true;
 int debug_commit_delay_us = 0;
 bool debug_unchecked_lookups = false;
 bool debug_scan_own_snapshots = false;
@@ -130,6 +131,12 @@ void Define() {
                           "Test only: commits reach one server this long before the others.",
                           nullptr, &debug_commit_delay_us, 0, 0, 10 * 1000 * 1000, PGC_SUSET,
                           GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, nullptr, BumpInt, nullptr);
+  DefineCustomBoolVariable(
+      "ramp.row_locks", "Lock ramp rows on the cluster for UPDATE, DELETE and FOR UPDATE/SHARE.",
+      "On: a row another transaction is changing is waited for, then its newest version is "
+      "re-checked (EvalPlanQual), as heap does. Off: no row locks; a concurrent change makes "
+      "the commit fail with a serialization failure (40001).",
+      &row_locks, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   DefineCustomBoolVariable("ramp.debug_unchecked_lookups",
                            "Test only: ramp_hash lookups skip their consistency check.", nullptr,
                            &debug_unchecked_lookups, false, PGC_SUSET,

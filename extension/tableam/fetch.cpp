@@ -8,6 +8,7 @@
 #include "ramp/hlc.h"
 
 #include "rows/keys.hpp"
+#include "sqlapi/guc.hpp"
 #include "xact/session.hpp"
 #include "xact/xact.hpp"
 
@@ -217,6 +218,8 @@ bool TupleFetchRowVersion(Relation rel, ItemPointer tid, Snapshot snapshot, Tupl
     // expected one: a commit in flight when the statement started may have landed since.
     ramp::Timestamp read_ts;
     const bool any = snapshot != nullptr && snapshot->snapshot_type == SNAPSHOT_ANY;
+    // The UPDATE locks the row now, and the lock's grant brings the newest version.
+    if (any && FetchLockedRow(rel, ks, rowid, slot)) return true;
     const bool have_read = any && RecallVersion(ks.id, rowid, &read_ts);
     const bool found =
         FetchRow(ks, any ? AnyVisibility(ks, rowid) : VisibilityOf(snapshot), rowid, &row, nullptr);
@@ -225,6 +228,13 @@ bool TupleFetchRowVersion(Relation rel, ItemPointer tid, Snapshot snapshot, Tupl
       // since this one read it is a write-write conflict (the commit would fail the same
       // way). The version read stays the expected one.
       Session::Get().reads().RememberVersion(ks.id, rowid, read_ts);
+      if (found && guc::row_locks && !ks.fresh) {
+        // With row locks the UPDATE locks the row next, finds that the version it read is
+        // not the newest any more, and lets EvalPlanQual redo its change on the newest one
+        // (tableam/row_locks.cpp): hand out the newest version for now.
+        StoreRow(slot, rel, rowid, row.value);
+        return true;
+      }
       throw RampError(ramp::Status::Conflict("row " + std::to_string(rowid) +
                                              (found ? " changed" : " was deleted") +
                                              " after this transaction read it"),

@@ -2,8 +2,13 @@
 // transaction's buffer and reaches the cluster with the commit (xact.cpp).
 //
 // UPDATE = delete the old row id + insert a new one: local indexes on the old TID then never
-// return the new row, and no update chains are needed. DELETE and UPDATE carry the version
-// timestamp the transaction read, so a concurrent change makes the commit fail with 40001.
+// return the new row, and no update chains are needed (or, when no indexed column changes,
+// a new version under the same row id: UpdateInPlace). UPDATE, DELETE and SELECT FOR
+// UPDATE/SHARE first lock the row on the cluster (row_locks.cpp): a concurrent writer is
+// waited for and its newest version re-checked by the executor (EvalPlanQual). DELETE and
+// UPDATE still carry the version timestamp the transaction read, so a change that slipped
+// past the locks (ramp.row_locks off, a client without intents) makes the commit fail with
+// 40001.
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +16,7 @@
 #include "ramp/client.h"
 
 #include "rows/keys.hpp"
+#include "sqlapi/guc.hpp"
 #include "xact/row_ids.hpp"
 #include "xact/session.hpp"
 #include "xact/xact.hpp"
@@ -216,7 +222,11 @@ void MultiInsert(Relation rel, TupleTableSlot** slots, int nslots, CommandId cid
 
 TM_Result TupleDelete(Relation rel, ItemPointer tid, CommandId cid, Snapshot snapshot,
                       Snapshot crosscheck, bool wait, TM_FailureData* tmfd, bool changingPart) {
-  const TM_Result result = Boundary([&] { return DeleteRow(rel, tid, cid, tmfd); });
+  const TM_Result result = Boundary([&] {
+    const TM_Result locked = LockForWrite(rel, tid, ramp::IntentMode::kExclusive, tmfd);
+    if (locked != TM_Ok) return locked;
+    return DeleteRow(rel, tid, cid, tmfd);
+  });
   if (result == TM_Ok) pgstat_count_heap_delete(rel);
   return result;
 }
@@ -300,8 +310,12 @@ bool UpdateInPlace(Relation rel, ItemPointer otid, TupleTableSlot* slot, Command
 TM_Result TupleUpdate(Relation rel, ItemPointer otid, TupleTableSlot* slot, CommandId cid,
                       Snapshot snapshot, Snapshot crosscheck, bool wait, TM_FailureData* tmfd,
                       LockTupleMode* lockmode, bool* update_indexes) {
-  *lockmode = LockTupleExclusive;
+  // The mode of the row lock the executor asks TupleLock for if this returns TM_Updated.
+  *lockmode = LockTupleNoKeyExclusive;
   *update_indexes = true;  // a new row id: every index needs the new entry
+  const TM_Result locked =
+      Boundary([&] { return LockForWrite(rel, otid, ramp::IntentMode::kNoKeyExclusive, tmfd); });
+  if (locked != TM_Ok) return locked;
   const bool in_place = Boundary([&] { return UpdateInPlace(rel, otid, slot, cid); });
   if (in_place) {
     *update_indexes = false;
@@ -333,6 +347,85 @@ namespace {
 
 }  // namespace
 
+namespace {
+
+// TupleLock of a committed row: the row's intent, then the version to hand back. Unchanged
+// since the locker's snapshot: that one. Changed: the newest one when the caller follows
+// updates (READ COMMITTED: TUPLE_LOCK_FLAG_FIND_LAST_VERSION, then EvalPlanQual re-checks
+// it; ON CONFLICT DO UPDATE, flags 0, retries with it) -- it becomes the version this
+// statement sees of the row and the one its UPDATE/DELETE replaces; otherwise TM_Updated
+// (REPEATABLE READ: 40001). Deleted (or moved to a new row id) meanwhile: 40001, RowGone.
+TM_Result LockCommittedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid,
+                           ItemPointer tid, Snapshot snapshot, TupleTableSlot* slot,
+                           LockTupleMode mode, LockWaitPolicy wait_policy, uint8 flags,
+                           TM_FailureData* tmfd) {
+  RowLock lock;
+  if (!LockRow(rel, ks, rowid, IntentModeOf(mode), wait_policy, &lock)) return TM_WouldBlock;
+  Session& session = Session::Get();
+  ramp::ReadSession& reads = session.reads();
+  XactState& x = Xact();
+  // The newest version, which the lock keeps as it is: told by this grant, or by an earlier
+  // one (UPDATE/DELETE prefetched it before returning TM_Updated), or read now.
+  ramp::RowResult latest;
+  bool known = false;
+  if (lock.taken_now) {
+    latest.found = lock.live;
+    latest.ts = lock.latest;
+    latest.value = std::move(lock.value);
+    known = true;
+  } else if (const ramp::PrefetchedRow* p = reads.Prefetched(ks.id, rowid)) {
+    auto it = x.locked_latest.find({ks.id, rowid});
+    if (it != x.locked_latest.end() && it->second == p->ts) {
+      latest.found = p->live;
+      latest.ts = p->ts;
+      latest.value = p->value;
+      known = true;
+    }
+  }
+  if (!known) {
+    const ramp::RowRequest req{ks.id, rowid, {}};
+    std::vector<ramp::RowResult> results;
+    session.Check(
+        reads.ReadRows(std::span<const ramp::RowRequest>(&req, 1), ramp::RowReads::kLatest,
+                       &results),
+        std::string("reading a locked row of ramp table \"") + RelationGetRelationName(rel) + "\"");
+    if (results.empty()) return TM_Deleted;
+    latest = std::move(results[0]);
+    if (mode != LockTupleKeyShare) x.locked_latest[{ks.id, rowid}] = latest.ts;
+  }
+  // The version the locker holds: the one its statement read.
+  ramp::Timestamp read;
+  bool have_read = RecallVersion(ks.id, rowid, &read);
+  if (!have_read) {
+    RowVersion row;
+    if (FetchRow(ks, VisibilityOf(snapshot), rowid, &row, nullptr)) {
+      read = row.ts;
+      have_read = true;
+    }
+  }
+  if (!latest.found) {
+    if (!have_read) return TM_Deleted;
+    throw RowGone(rel, rowid);
+  }
+  if (!have_read || read == latest.ts) {
+    StoreRow(slot, rel, rowid, latest.value);
+    return TM_Ok;
+  }
+  const bool follow = (flags & TUPLE_LOCK_FLAG_FIND_LAST_VERSION) != 0 ||
+                      (flags == 0 && !IsolationUsesXactSnapshot());
+  if (!follow) {
+    tmfd->ctid = *tid;
+    return TM_Updated;
+  }
+  reads.RememberVersion(ks.id, rowid, latest.ts);
+  reads.Prefetch(ks.id, rowid, latest.ts, true, latest.value);
+  StoreRow(slot, rel, rowid, latest.value);
+  tmfd->traversed = (flags & TUPLE_LOCK_FLAG_FIND_LAST_VERSION) != 0;
+  return TM_Ok;
+}
+
+}  // namespace
+
 TM_Result TupleLock(Relation rel, ItemPointer tid, Snapshot snapshot, TupleTableSlot* slot,
                     CommandId cid, LockTupleMode mode, LockWaitPolicy wait_policy, uint8 flags,
                     TM_FailureData* tmfd) {
@@ -341,8 +434,6 @@ TM_Result TupleLock(Relation rel, ItemPointer tid, Snapshot snapshot, TupleTable
   // DELETE trigger of a row moving to another partition saw garbage, ran EvalPlanQual, and
   // ExecCrossPartitionUpdate retried the row forever.
   FillFailure(tmfd, tid, InvalidCommandId);
-  // No locks on the cluster: the row's latest version is read (and remembered, so a later
-  // UPDATE/DELETE of it detects concurrent changes at commit).
   return Boundary([&] {
     uint64_t rowid = 0;
     if (!RowIdOfTid(tid, &rowid)) return TM_Deleted;
@@ -376,10 +467,17 @@ TM_Result TupleLock(Relation rel, ItemPointer tid, Snapshot snapshot, TupleTable
       // every caller: the locker's scan cannot have returned the row).
       return TM_Invisible;
     }
-    RowVersion row;
-    if (!FetchRow(ks, VisibilityOf(snapshot), rowid, &row, nullptr)) return TM_Deleted;
-    StoreRow(slot, rel, rowid, row.value);
-    return TM_Ok;
+    if (ks.fresh || !guc::row_locks || own != nullptr) {
+      // No new lock on the cluster: a table created by this transaction, a row it wrote
+      // (inserted here, or updated by an earlier command, which locked it), or
+      // ramp.row_locks off. The row's version is read (and remembered, so that a later
+      // UPDATE/DELETE of it detects concurrent changes at commit).
+      RowVersion row;
+      if (!FetchRow(ks, VisibilityOf(snapshot), rowid, &row, nullptr)) return TM_Deleted;
+      StoreRow(slot, rel, rowid, row.value);
+      return TM_Ok;
+    }
+    return LockCommittedRow(rel, ks, rowid, tid, snapshot, slot, mode, wait_policy, flags, tmfd);
   });
 }
 

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ramp/client.h"
 #include "ramp/write_batch.h"
 #include "rows/tid.hpp"
 #include "rows/tuple_codec.hpp"
@@ -55,6 +56,35 @@ bool CheckCommandDeletesCurrent(const ramp::KeyspaceRef& found_ks, uint64_t foun
                                 bool remote);
 // Inserts the slots' rows (fresh row ids), sets their TIDs.
 void InsertSlots(Relation rel, TupleTableSlot** slots, int nslots, CommandId cid);
+
+// ---- row locks on the cluster: write intents (row_locks.cpp) ----
+struct RowLock {
+  // The intent was taken by this call (false: the transaction held it already, and nothing
+  // was learnt). Then: the row's newest committed version when it was granted.
+  bool taken_now = false;
+  bool live = false;
+  ramp::Timestamp latest;
+  std::string value;
+};
+ramp::IntentMode IntentModeOf(LockTupleMode mode);
+// Takes the row's intent, waiting for other holders as the policy says: false for SKIP
+// LOCKED when it is held; NOWAIT raises 55P03; a deadlock 40P01; cancels and timeouts raise
+// PostgreSQL's errors (through the boundary).
+bool LockRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid, ramp::IntentMode mode,
+             LockWaitPolicy policy, RowLock* out);
+// UPDATE and DELETE: locks a committed row the transaction has not written yet; TM_Updated
+// or TM_Deleted (tmfd filled) when the version the statement read is no longer the newest,
+// TM_Ok otherwise. Does nothing when ramp.row_locks is off.
+TM_Result LockForWrite(Relation rel, ItemPointer tid, ramp::IntentMode mode, TM_FailureData* tmfd);
+// The executor's SnapshotAny fetch of a committed row it is about to update: locks the row and
+// stores the newest version, from the lock's grant, in the slot (the lock's round trip is the
+// read). False, and nothing done, when the caller reads the row itself (row locks off, a
+// table or row of this transaction, the lock held already).
+bool FetchLockedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid,
+                    TupleTableSlot* slot);
+// The 40001 error for a row that a concurrent transaction deleted (or moved to a new row id)
+// while this one waited for it or after this statement read it.
+RampError RowGone(Relation rel, uint64_t rowid);
 
 // ---- callbacks, grouped by file ----
 // scan.cpp

@@ -176,9 +176,9 @@ void Session::Define(const ramp::KeyspaceRef& ks) {
   defined_.insert(ks.id);
 }
 
-void Session::Check(const ramp::Status& status, std::string_view context) {
+void Session::Check(const ramp::Status& status, std::string_view context, bool keep_on_cancel) {
   if (status.ok()) return;
-  if (NeedsReconnect(status)) {
+  if (NeedsReconnect(status) && !(keep_on_cancel && status.Is(ramp::Status::Code::kCancelled))) {
     broken_ = true;
     if (!status.Is(ramp::Status::Code::kCancelled)) failed_at_ = std::chrono::steady_clock::now();
   }

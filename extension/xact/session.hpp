@@ -35,6 +35,8 @@ class Session {
   // reached.
   ramp::Client& client();
   bool has_client() const { return client_ != nullptr; }
+  // The client if one is open (no connection is made).
+  ramp::Client* client_if_any() const { return client_.get(); }
   // Makes sure the client knows the keyspace's buckets and grouping (for reads; a write
   // defines its keyspaces itself).
   void Define(const ramp::KeyspaceRef& ks);
@@ -51,8 +53,9 @@ class Session {
   }
 
   // Throws RampError(status, context) when status is not OK, and remembers failures after
-  // which the connection must be reopened.
-  void Check(const ramp::Status& status, std::string_view context);
+  // which the connection must be reopened. keep_on_cancel: a cancelled wait left the
+  // connections in order (a row-lock wait withdraws its request), keep them.
+  void Check(const ramp::Status& status, std::string_view context, bool keep_on_cancel = false);
   // True for a while after the cluster could not be reached (planner estimates then stay
   // off the network instead of waiting for a timeout on every query).
   bool RecentlyFailed() const;

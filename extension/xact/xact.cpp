@@ -32,6 +32,24 @@ void ReconcileCatalog(XactState& x) {
   x.catalog_changed = false;
 }
 
+// Releases the transaction's row locks (after its COMMIT went out on the same connections,
+// so whoever waited reads it). No reply is waited for; never throws.
+void ReleaseRowLocks() noexcept {
+  if (current == nullptr || current->intent_owner == 0) return;
+  Session& session = Session::Get();
+  try {
+    if (session.has_client() && session.client_if_any()->client_id() == current->intent_client) {
+      session.client_if_any()->ReleaseIntents(current->intent_owner);
+    }
+  } catch (...) {
+    // Out of memory: the servers release them when this backend's connections close.
+  }
+  // Otherwise the client that took them is gone, and its intents with its connections.
+  current->intent_owner = 0;
+  current->intents.clear();
+  current->locked_latest.clear();
+}
+
 // Sends the buffered writes as one RAMP transaction (PREPARE everywhere, then COMMIT): the
 // batch goes to the client as it is (Client::Write encodes the keys and defines the
 // keyspaces; the values are not copied again).
@@ -44,8 +62,17 @@ void CommitWrites(ramp::WriteBatch& writes) {
   // to reach that millisecond (at most ~1 ms).
   session.client().AdvanceClock(((ramp::HybridClock::PhysicalNow() >> 16) + 1) << 16);
   ramp::Timestamp committed;
-  session.Check(session.client().Write(writes, &committed), "committing to the ramp cluster");
+  // The row locks of this transaction go out right behind its COMMITs (ReleaseRowLocks
+  // below then has nothing left to send).
+  const XactState* x = XactIfAny();
+  const uint64_t owner =
+      x != nullptr && x->intent_client == session.client().client_id() ? x->intent_owner : 0;
+  session.Check(session.client().Write(writes, &committed, owner),
+                "committing to the ramp cluster");
   session.NoteOwnCommit(committed);
+  // The commit is applied everywhere: whoever waits for a row of it may go on now (it reads
+  // the newest version, not a snapshot), not only after the clock wait below.
+  ReleaseRowLocks();
   const uint64_t committed_ms = committed.time >> 16;
   for (int spins = 0; (ramp::HybridClock::PhysicalNow() >> 16) < committed_ms && spins < 100;
        spins++) {
@@ -123,6 +150,7 @@ void AfterAbort() {
 }
 
 void EndTransaction() {
+  ReleaseRowLocks();
   current.reset();
   Session::Get().EndTransaction();
   ResetBoundaryState();

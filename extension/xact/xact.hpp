@@ -11,6 +11,7 @@
 
 #include "ramp/types.h"
 
+#include "ramp/client.h"
 #include "ramp/write_batch.h"
 
 namespace pgramp {
@@ -50,6 +51,17 @@ struct XactState {
   };
   ramp::CommandId command_deletes_cid = 0;
   std::vector<CommandDelete> command_deletes;
+
+  // Row locks on the cluster (write intents, tableam/row_locks.cpp): the owner naming this
+  // transaction at the servers (0: none taken yet), the client it belongs to, its start
+  // time (the youngest of a deadlock gives way), and the rows it holds, in which mode.
+  uint64_t intent_owner = 0;
+  uint64_t intent_client = 0;
+  uint64_t intent_priority = 0;
+  std::map<std::pair<ramp::KeyspaceId, uint64_t>, ramp::IntentMode> intents;
+  // The newest committed version of rows locked in a mode no writer can get past (share or
+  // stronger), as the lock's grant (or a read under it) told it: it cannot change any more.
+  std::map<std::pair<ramp::KeyspaceId, uint64_t>, ramp::Timestamp> locked_latest;
 
   bool IsFresh(ramp::KeyspaceId ks) const;
 };

@@ -128,8 +128,9 @@ FETCH ALL FROM cur;
 CLOSE cur;
 
 -- Write-write conflicts: another session commits a change to a row this transaction read
--- and then changes: the commit fails with a serialization failure (SQLSTATE 40001).
-SELECT dblink_connect('other', format('dbname=%s port=%s host=%s', current_database(),
+-- and then changes: the commit fails with a serialization failure (SQLSTATE 40001). The
+-- other session takes no row locks (ramp.row_locks = off), or it would wait for this one.
+SELECT dblink_connect('other', format('dbname=%s port=%s host=%s options=''-c ramp.row_locks=off''', current_database(),
        current_setting('port'), split_part(current_setting('unix_socket_directories'), ',', 1)));
 BEGIN;
 UPDATE accounts SET balance = balance - 10 WHERE id = 7;

@@ -48,7 +48,9 @@ SELECT count(*) FROM acct WHERE id = 2100;
 
 -- Write-write conflicts: another session changes a row this transaction read and then
 -- writes; the COMMIT fails with SQLSTATE 40001 and nothing of the transaction commits.
-SELECT dblink_connect('other', format('dbname=%s port=%s host=%s', current_database(),
+-- The other session takes no row locks (ramp.row_locks = off; with them it would wait for
+-- this one, which waits for it): the commit's version check is what is tested here.
+SELECT dblink_connect('other', format('dbname=%s port=%s host=%s options=''-c ramp.row_locks=off''', current_database(),
        current_setting('port'), split_part(current_setting('unix_socket_directories'), ',', 1)));
 -- UPDATE vs UPDATE.
 BEGIN;

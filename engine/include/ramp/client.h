@@ -254,6 +254,38 @@ struct PartitionStatus {
   double ops_per_sec = 0;  // decaying average
 };
 
+// ---- write intents (row locks of SQL writers; DESIGN §5) ---------------------------------
+// An intent on a key at its partition, owned by one transaction of this client
+// (Client::NewIntentOwner). Modes are PostgreSQL's row-lock modes and conflict as they do.
+// Readers never wait for intents; writes do not check them (the commit's version check is
+// the safety net for writers that take none).
+enum class IntentMode : uint8_t { kKeyShare = 0, kShare = 1, kNoKeyExclusive = 2, kExclusive = 3 };
+
+struct IntentRequest {
+  uint64_t owner = 0;     // Client::NewIntentOwner()
+  uint64_t priority = 0;  // the owner's start time (HLC): the youngest of a deadlock gives way
+  KeyspaceId keyspace = 0;
+  std::string_view key;
+  IntentMode mode = IntentMode::kExclusive;
+  bool wait = true;  // false: kHeld at once when another transaction holds the key
+  // While waiting, this often the wait-for graph is followed through every server
+  // (PostgreSQL's deadlock_timeout): a cycle whose youngest member is this owner ends the
+  // wait with kDeadlock. It is also how a server that stopped answering is noticed.
+  int deadlock_check_ms = 1000;
+};
+
+struct IntentResult {
+  enum class Outcome { kGranted, kHeld, kDeadlock };
+  Outcome outcome = Outcome::kGranted;
+  // kGranted: the key's latest committed version when it was granted (a writer compares
+  // it with the version it read); live is false for a deletion or a key never written.
+  bool live = false;
+  Timestamp latest;
+  std::string value;  // kGranted and live: the value of that version
+  // kHeld / kDeadlock: who holds the key / the cycle, for messages.
+  std::string detail;
+};
+
 class Client {
  public:
   static Status Open(const ClientOptions& options, std::unique_ptr<Client>* out);
@@ -268,6 +300,9 @@ class Client {
   // the keyspaces of its rows (KeyspaceRef). TooLarge when it holds more than
   // max_batch_items writes. The batch is unchanged (Clear it to reuse it).
   Status Write(const WriteBatch& batch, Timestamp* commit_ts = nullptr);
+  // The same; when it commits, the write intents of release_intents_of (see AcquireIntent)
+  // are released right behind its COMMITs, which a waiter then reads.
+  Status Write(const WriteBatch& batch, Timestamp* commit_ts, uint64_t release_intents_of);
   // The limits a WriteBatch for this client checks (ClientOptions::max_*_bytes).
   WriteLimits write_limits() const;
   // A read session (ramp/read_session.h); it must not outlive the Client.
@@ -290,6 +325,18 @@ class Client {
   // at or below it decided), without reading: Scanners opened with it (ScanOptions::snapshot)
   // in other processes read one consistent state of the keyspace together.
   Status OpenScanSnapshot(KeyspaceId keyspace, Timestamp* snapshot);
+
+  // Write intents (see IntentRequest). NewIntentOwner names a new transaction of this
+  // client. AcquireIntent takes an intent, waiting (polling, the wait hook called: it ends
+  // with Cancelled when the hook says so) until the holders release it when request.wait;
+  // a wait has no deadline of its own. Errors: Cancelled, Unavailable, Timeout (a server
+  // did not answer), Moved. ReleaseIntents releases every intent of the owner (and
+  // withdraws its waits) at every server it asked, without waiting for the replies: they
+  // go out after the owner's COMMIT on the same connections, so a waiter granted the key
+  // then reads that commit.
+  uint64_t NewIntentOwner();
+  Status AcquireIntent(const IntentRequest& request, IntentResult* result);
+  void ReleaseIntents(uint64_t owner);
 
   // Removes every partition of a keyspace on every server.
   Status DropKeyspace(KeyspaceId keyspace);

@@ -71,6 +71,10 @@ struct Client::Impl final : ChannelContext, ClusterView {
   std::unordered_map<uint64_t, PendingCall> calls;
   uint64_t next_request = 1;
   uint64_t next_txn = 1;
+  // Write intents: the nodes each intent owner asked (client/intents.cpp), and the owner
+  // whose intents go out right behind the COMMITs of the write in progress (Client::Write).
+  std::unordered_map<uint64_t, std::vector<uint32_t>> intent_nodes;
+  uint64_t release_intents_with_commit = 0;
   ClientStats stats;
   DoorbellSet doorbells;  // every channel's connection (~Impl closes the channels first)
 
@@ -123,5 +127,8 @@ struct Client::Impl final : ChannelContext, ClusterView {
 };
 
 std::string AddressKey(KeyspaceId keyspace, std::string_view key);
+
+// Sends the release of every intent of the owner (no reply awaited; client/intents.cpp).
+void PostIntentRelease(Client::Impl& c, uint64_t owner);
 
 }  // namespace ramp

@@ -59,6 +59,13 @@ WriteLimits Client::write_limits() const {
   return WriteLimits{impl_->options.max_key_bytes, impl_->options.max_value_bytes};
 }
 
+Status Client::Write(const WriteBatch& batch, Timestamp* commit_ts, uint64_t release_intents_of) {
+  impl_->release_intents_with_commit = release_intents_of;
+  Status st = Write(batch, commit_ts);
+  impl_->release_intents_with_commit = 0;
+  return st;
+}
+
 Status Client::Write(const WriteBatch& batch, Timestamp* commit_ts) {
   S2plLocks locks;
   locks.txn_number = impl_->next_txn++;

@@ -93,6 +93,9 @@ const char* OpNameOrNull(Op op) {
     case Op::kDropKeyspace: return "DROP_KEYSPACE";
     case Op::kClock: return "CLOCK";
     case Op::kGetGroup: return "GET_GROUP";
+    case Op::kIntent: return "INTENT";
+    case Op::kIntentRelease: return "INTENT_RELEASE";
+    case Op::kWaitsFor: return "WAITS_FOR";
     case Op::kScanOpen: return "SCAN_OPEN";
     case Op::kScanNext: return "SCAN_NEXT";
     case Op::kScanClose: return "SCAN_CLOSE";
@@ -467,6 +470,124 @@ Status Decode(std::string_view body, uint32_t count, LockRequest* out) {
     }
   }
   return r.ExpectEnd("LOCK");
+}
+
+// ---- write intents -----------------------------------------------------------------------
+
+namespace {
+constexpr size_t kHolderBytes = 24;
+void PutHolder(StringByteWriter& w, const IntentHolder& h) {
+  w.PutU64(h.owner.client);
+  w.PutU64(h.owner.txn);
+  w.PutU64(h.priority);
+}
+bool GetHolder(ByteReader& r, IntentHolder* h) {
+  return r.GetU64(&h->owner.client) && r.GetU64(&h->owner.txn) && r.GetU64(&h->priority);
+}
+}  // namespace
+
+void Encode(const IntentRequest& m, std::string* out) {
+  StringByteWriter w(out);
+  w.PutU64(m.txn);
+  w.PutU64(m.priority);
+  w.PutU8(m.flags);
+  w.PutU8(m.mode);
+  PutPart(w, m.part);
+  PutView(w, m.key);
+}
+
+Status Decode(std::string_view body, IntentRequest* out) {
+  ByteReader r(body);
+  if (!r.GetU64(&out->txn) || !r.GetU64(&out->priority) || !r.GetU8(&out->flags) ||
+      !r.GetU8(&out->mode) || !GetPart(r, &out->part) || !GetView(r, &out->key)) {
+    return Truncated("INTENT");
+  }
+  if (out->mode > kIntentExclusive) {
+    return Status::Corruption("malformed INTENT: mode " + std::to_string(out->mode));
+  }
+  if (out->flags > (kIntentWait | kIntentWithdraw)) {
+    return Status::Corruption("malformed INTENT: flags " + std::to_string(out->flags));
+  }
+  return r.ExpectEnd("INTENT");
+}
+
+void Encode(const IntentReply& m, std::string* out) {
+  StringByteWriter w(out);
+  w.PutU8(m.outcome);
+  w.PutU8(m.live);
+  PutTs(w, m.latest);
+  PutView(w, m.value);
+  for (const auto& h : m.holders) PutHolder(w, h);
+}
+
+Status Decode(std::string_view body, uint32_t count, IntentReply* out) {
+  ByteReader r(body);
+  if (!r.GetU8(&out->outcome) || !r.GetU8(&out->live) || !GetTs(r, &out->latest) ||
+      !GetView(r, &out->value)) {
+    return Truncated("INTENT reply");
+  }
+  if (out->outcome > kIntentHeld) {
+    return Status::Corruption("malformed INTENT reply: outcome " + std::to_string(out->outcome));
+  }
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), kHolderBytes, "INTENT reply"));
+  out->holders.resize(count);
+  for (auto& h : out->holders) {
+    if (!GetHolder(r, &h)) return Truncated("INTENT reply");
+  }
+  return r.ExpectEnd("INTENT reply");
+}
+
+void Encode(const IntentReleaseRequest& m, std::string* out) {
+  StringByteWriter w(out);
+  w.PutU64(m.txn);
+}
+
+Status Decode(std::string_view body, IntentReleaseRequest* out) {
+  ByteReader r(body);
+  if (!r.GetU64(&out->txn)) return Truncated("INTENT_RELEASE");
+  return r.ExpectEnd("INTENT_RELEASE");
+}
+
+void Encode(const WaitsForRequest& m, std::string* out) {
+  StringByteWriter w(out);
+  for (const auto& o : m.owners) {
+    w.PutU64(o.client);
+    w.PutU64(o.txn);
+  }
+}
+
+Status Decode(std::string_view body, uint32_t count, WaitsForRequest* out) {
+  ByteReader r(body);
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), 16, "WAITS_FOR"));
+  out->owners.resize(count);
+  for (auto& o : out->owners) {
+    if (!r.GetU64(&o.client) || !r.GetU64(&o.txn)) return Truncated("WAITS_FOR");
+  }
+  return r.ExpectEnd("WAITS_FOR");
+}
+
+void Encode(const WaitsForReply& m, std::string* out) {
+  StringByteWriter w(out);
+  for (const auto& edges : m.edges) {
+    w.PutU32(static_cast<uint32_t>(edges.size()));
+    for (const auto& h : edges) PutHolder(w, h);
+  }
+}
+
+Status Decode(std::string_view body, uint32_t count, WaitsForReply* out) {
+  ByteReader r(body);
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), 4, "WAITS_FOR reply"));
+  out->edges.resize(count);
+  for (auto& edges : out->edges) {
+    uint32_t n = 0;
+    if (!r.GetU32(&n)) return Truncated("WAITS_FOR reply");
+    RAMP_RETURN_IF_ERROR(CheckCount(n, r.remaining(), kHolderBytes, "WAITS_FOR reply"));
+    edges.resize(n);
+    for (auto& h : edges) {
+      if (!GetHolder(r, &h)) return Truncated("WAITS_FOR reply");
+    }
+  }
+  return r.ExpectEnd("WAITS_FOR reply");
 }
 
 // ---- administration ----------------------------------------------------------------------

@@ -42,6 +42,9 @@ enum class Op : uint16_t {
   kDropKeyspace = 12,
   kClock = 13,        // the server's clock (scans pick their snapshot from it)
   kGetGroup = 14,     // every live entry of a group of grouped keys (secondary indexes)
+  kIntent = 15,         // write intents: take (or wait for, or withdraw a wait for) a row lock
+  kIntentRelease = 16,  // write intents: release a transaction's intents at its end
+  kWaitsFor = 17,       // write intents: whom transactions wait for (deadlock detection)
   kScanOpen = 20,
   kScanNext = 21,
   kScanClose = 22,
@@ -233,6 +236,61 @@ struct LockRequest {
 };
 void Encode(const LockRequest& m, std::string* out);
 Status Decode(std::string_view body, uint32_t count, LockRequest* out);
+
+// ---- write intents (row locks of SQL writers; server/intent_table.h) ----------------------
+// Modes: PostgreSQL's row-lock modes, weakest first (IntentTable::Conflicts).
+inline constexpr uint8_t kIntentKeyShare = 0;
+inline constexpr uint8_t kIntentShare = 1;
+inline constexpr uint8_t kIntentNoKeyExclusive = 2;
+inline constexpr uint8_t kIntentExclusive = 3;
+// IntentRequest::flags
+inline constexpr uint8_t kIntentWait = 1;      // queue when held; the reply comes when granted
+inline constexpr uint8_t kIntentWithdraw = 2;  // withdraw this owner's queued request for the key
+struct IntentOwner {
+  uint64_t client = 0;
+  uint64_t txn = 0;
+  bool operator==(const IntentOwner&) const = default;
+};
+struct IntentHolder {
+  IntentOwner owner;
+  uint64_t priority = 0;  // the owner's start time: the youngest of a deadlock cycle gives way
+};
+struct IntentRequest {  // count = 1; the owner is (the session's client id, txn)
+  uint64_t txn = 0;
+  uint64_t priority = 0;
+  uint8_t flags = 0;
+  uint8_t mode = kIntentExclusive;
+  PartitionId part;
+  std::string_view key;
+};
+inline constexpr uint8_t kIntentGranted = 0;
+inline constexpr uint8_t kIntentHeld = 1;  // not granted (no wait asked): holders say by whom
+struct IntentReply {                       // count = holders
+  uint8_t outcome = kIntentGranted;
+  uint8_t live = 0;  // granted: the key's latest committed version is a live row
+  Timestamp latest;  // granted: that version (zero: never written)
+  std::string_view value;  // granted and live: its value
+  std::vector<IntentHolder> holders;
+};
+struct IntentReleaseRequest {
+  uint64_t txn = 0;
+};
+struct WaitsForRequest {  // count = owners
+  std::vector<IntentOwner> owners;
+};
+struct WaitsForReply {  // count = owners; edges[i]: whom owners[i] waits for at this server
+  std::vector<std::vector<IntentHolder>> edges;
+};
+void Encode(const IntentRequest& m, std::string* out);
+Status Decode(std::string_view body, IntentRequest* out);
+void Encode(const IntentReply& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, IntentReply* out);
+void Encode(const IntentReleaseRequest& m, std::string* out);
+Status Decode(std::string_view body, IntentReleaseRequest* out);
+void Encode(const WaitsForRequest& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, WaitsForRequest* out);
+void Encode(const WaitsForReply& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, WaitsForReply* out);
 
 // ---- administration ----------------------------------------------------------------------
 struct StatusReply {

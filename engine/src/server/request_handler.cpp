@@ -90,6 +90,12 @@ Status RequestHandler::HandleNow(Session& session, std::string_view message, std
       protocol::EncodeHeader(protocol::ReplyTo(h, Clock()), reply);
       return Status::OK();
     }
+    case Op::kIntent:
+      return OnIntent(session, h, body, reply);
+    case Op::kIntentRelease:
+      return OnIntentRelease(session, h, body, reply);
+    case Op::kWaitsFor:
+      return OnWaitsFor(h, body, reply);
     case Op::kStatus:
       return OnStatus(h, reply);
     case Op::kPartitions:

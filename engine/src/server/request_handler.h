@@ -13,6 +13,11 @@
 
 namespace ramp::server {
 
+// The reply granting an intent: the key's latest committed version goes with it
+// (request_handler_intents.cpp; the intent table sends it for requests that waited).
+void EncodeIntentGrant(const ServerContext& ctx, const protocol::Header& h, const PartitionId& part,
+                       std::string_view key, std::string* reply);
+
 class RequestHandler {
  public:
   // post hands deferred replies to the worker that owns the sessions.
@@ -41,6 +46,11 @@ class RequestHandler {
   Status OnLock(Session& s, const protocol::Header& h, std::string_view body, std::string* reply);
   Status OnWriteLocked(Session& s, const protocol::Header& h, std::string_view body,
                        std::string* reply);
+  // Write intents (request_handler_intents.cpp).
+  Status OnIntent(Session& s, const protocol::Header& h, std::string_view body, std::string* reply);
+  Status OnIntentRelease(Session& s, const protocol::Header& h, std::string_view body,
+                         std::string* reply);
+  Status OnWaitsFor(const protocol::Header& h, std::string_view body, std::string* reply);
   Status OnStatus(const protocol::Header& h, std::string* reply);
   Status OnPartitions(const protocol::Header& h, std::string* reply);
   Status OnDropKeyspace(const protocol::Header& h, std::string_view body, std::string* reply);

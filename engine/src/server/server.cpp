@@ -5,6 +5,7 @@
 
 #include "ramp/log.h"
 #include "ramp/transport/auth.h"
+#include "server/request_handler.h"
 #include "server/terminator.h"
 #include "store/durable/data_dir.h"
 
@@ -81,6 +82,10 @@ Status Server::Init(const ServerOptions& options) {
   ctx_.store = store_.get();
   ctx_.directory = directory_.get();
   ctx_.locks = &locks_;
+  intents_ = std::make_unique<IntentTable>(
+      [this](const protocol::Header& h, const PartitionId& part, std::string_view key,
+             std::string* reply) { EncodeIntentGrant(ctx_, h, part, key, reply); });
+  ctx_.intents = intents_.get();
   // COMMITs are acknowledged before their sync (request_durability.cpp): a transaction the
   // log holds prepared and undecided may have been committed and seen. Reads of its
   // partitions wait until it is resolved (in_doubt.h; TerminationLoop does it).

@@ -85,6 +85,7 @@ class Server {
   std::unique_ptr<Directory> directory_;
   std::unique_ptr<PageService> pages_;
   LockTable locks_;
+  std::unique_ptr<IntentTable> intents_;
   InDoubt in_doubt_;
   HybridClock clock_;
   ServerContext ctx_;

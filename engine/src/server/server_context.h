@@ -9,6 +9,7 @@
 #include "ramp/hlc.h"
 #include "server/cluster_config.h"
 #include "server/directory.h"
+#include "server/intent_table.h"
 #include "server/lock_table.h"
 #include "store/store.h"
 
@@ -29,6 +30,7 @@ struct ServerContext {
   PageService* pages = nullptr;  // remote page I/O (null: READ_PAGES is refused)
   Directory* directory = nullptr;
   LockTable* locks = nullptr;
+  IntentTable* intents = nullptr;  // write intents (row locks of SQL writers)
   InDoubt* in_doubt = nullptr;  // recovered transactions still undecided (in_doubt.h)
   HybridClock* clock = nullptr;
   const ClusterConfig* cluster = nullptr;

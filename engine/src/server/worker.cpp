@@ -132,7 +132,12 @@ void Worker::Drop(size_t index, const Status& why) {
   s.conn->Close();
   // The terminator resolves what a client left prepared once its last connection here is
   // gone (terminator.cpp, ResolveGone).
-  if (s.counted) ClientPresence::For(ctx_->store)->Disconnected(s.client_id);
+  if (s.counted) {
+    auto presence = ClientPresence::For(ctx_->store);
+    presence->Disconnected(s.client_id);
+    // Its write intents go with its last connection: a vanished backend locks nothing.
+    if (!presence->IsConnected(s.client_id)) ctx_->intents->ReleaseClient(s.client_id);
+  }
   sessions_[index] = std::move(sessions_.back());
   sessions_.pop_back();
   session_count_.store(sessions_.size(), std::memory_order_relaxed);

@@ -1,0 +1,217 @@
+// Row locks on the cluster (write intents, DESIGN §5): UPDATE, DELETE and SELECT ... FOR
+// UPDATE/SHARE take an intent on the row's key at its partition when they reach the row.
+// A row another transaction holds is waited for (cancellable: statement_timeout,
+// lock_timeout, pg_cancel_backend; deadlocks give 40P01); NOWAIT fails at once (55P03),
+// SKIP LOCKED skips the row. Once granted, the grant says whether the version the statement
+// read is still the newest: if not, the caller returns TM_Updated and PostgreSQL's executor
+// re-reads the row through TupleLock and re-checks it (EvalPlanQual) in READ COMMITTED, or
+// raises 40001 in REPEATABLE READ / SERIALIZABLE, as for heap. Intents are released when
+// the transaction ends (xact.cpp), or by the servers when this backend's connections close.
+#include <string>
+#include <utility>
+
+#include "ramp/client.h"
+#include "ramp/hlc.h"
+#include "ramp/keys.h"
+
+#include "sqlapi/guc.hpp"
+#include "xact/session.hpp"
+#include "xact/xact.hpp"
+
+#include "catalog/keyspace_catalog.hpp"
+#include "tableam/tableam.hpp"
+
+extern "C" {
+#include "storage/proc.h"
+#include "utils/timeout.h"
+}
+
+namespace pgramp::tam {
+
+namespace {
+
+bool Covers(ramp::IntentMode held, ramp::IntentMode wanted) {
+  using M = ramp::IntentMode;
+  return held == wanted || held == M::kExclusive || wanted == M::kKeyShare ||
+         (held == M::kNoKeyExclusive && wanted == M::kKeyShare);
+}
+
+ramp::IntentMode Combine(ramp::IntentMode a, ramp::IntentMode b) {
+  using M = ramp::IntentMode;
+  if ((a == M::kShare && b == M::kNoKeyExclusive) || (a == M::kNoKeyExclusive && b == M::kShare)) {
+    return M::kExclusive;
+  }
+  return std::max(a, b);
+}
+
+std::string Relname(Relation rel) {
+  return RelationGetRelationName(rel);
+}
+
+}  // namespace
+
+ramp::IntentMode IntentModeOf(LockTupleMode mode) {
+  switch (mode) {
+    case LockTupleKeyShare:
+      return ramp::IntentMode::kKeyShare;
+    case LockTupleShare:
+      return ramp::IntentMode::kShare;
+    case LockTupleNoKeyExclusive:
+      return ramp::IntentMode::kNoKeyExclusive;
+    case LockTupleExclusive:
+      return ramp::IntentMode::kExclusive;
+  }
+  return ramp::IntentMode::kExclusive;
+}
+
+bool LockRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid, ramp::IntentMode mode,
+             LockWaitPolicy policy, RowLock* out) {
+  *out = RowLock();
+  XactState& x = Xact();
+  Session& session = Session::Get();
+  ramp::Client& client = session.client();
+  if (x.intent_owner != 0 && x.intent_client != client.client_id()) {
+    // The session reconnected (a new client): the servers released the old client's
+    // intents when its connections closed. The commit's version check still guards.
+    x.intents.clear();
+    x.locked_latest.clear();
+    x.intent_owner = 0;
+  }
+  const auto held = x.intents.find({ks.id, rowid});
+  if (held != x.intents.end() && Covers(held->second, mode)) return true;
+  if (x.intent_owner == 0) {
+    x.intent_owner = client.NewIntentOwner();
+    x.intent_client = client.client_id();
+    x.intent_priority = ramp::HybridClock::PhysicalNow();
+  }
+  session.Define(ks);
+  const std::string key = ramp::RowKey(rowid);
+  ramp::IntentRequest req;
+  req.owner = x.intent_owner;
+  req.priority = x.intent_priority;
+  req.keyspace = ks.id;
+  req.key = key;
+  req.mode = mode;
+  req.wait = false;
+  req.deadlock_check_ms = DeadlockTimeout > 0 ? DeadlockTimeout : 1000;
+  ramp::IntentResult r;
+  const std::string context = "locking a row of ramp table \"" + Relname(rel) + "\"";
+  session.Check(client.AcquireIntent(req, &r), context, /*keep_on_cancel=*/true);
+  if (r.outcome == ramp::IntentResult::Outcome::kHeld) {
+    if (policy == LockWaitSkip) return false;
+    if (policy == LockWaitError) {
+      throw SqlError(ERRCODE_LOCK_NOT_AVAILABLE,
+                     "could not obtain lock on row in relation \"" + Relname(rel) + "\"",
+                     "The row is " + r.detail + ".");
+    }
+    // Wait. lock_timeout counts from here, as heap's does from its lock wait.
+    req.wait = true;
+    const bool timed = LockTimeout > 0;
+    if (timed) PgCall([] { enable_timeout_after(LOCK_TIMEOUT, LockTimeout); });
+    const ramp::Status st = client.AcquireIntent(req, &r);
+    // A cancel keeps the timeout's indicator: CHECK_FOR_INTERRUPTS then reports "canceling
+    // statement due to lock timeout" (55P03) rather than a user cancel.
+    const bool keep_indicator = st.Is(ramp::Status::Code::kCancelled);
+    if (timed) PgCall([keep_indicator] { disable_timeout(LOCK_TIMEOUT, keep_indicator); });
+    session.Check(st, context, /*keep_on_cancel=*/true);
+    if (r.outcome == ramp::IntentResult::Outcome::kDeadlock) {
+      throw SqlError(ERRCODE_T_R_DEADLOCK_DETECTED, "deadlock detected",
+                     "While locking a row of relation \"" + Relname(rel) + "\": " + r.detail + ".",
+                     "The transaction that started last gave way; retry it.");
+    }
+  }
+  if (held != x.intents.end()) {
+    held->second = Combine(held->second, mode);
+  } else {
+    x.intents.emplace(std::pair(ks.id, rowid), mode);
+  }
+  out->taken_now = true;
+  out->live = r.live;
+  out->latest = r.latest;
+  out->value = std::move(r.value);
+  if (mode != ramp::IntentMode::kKeyShare) x.locked_latest[{ks.id, rowid}] = r.latest;
+  return true;
+}
+
+TM_Result LockForWrite(Relation rel, ItemPointer tid, ramp::IntentMode mode, TM_FailureData* tmfd) {
+  if (!guc::row_locks) return TM_Ok;
+  uint64_t rowid = 0;
+  if (!RowIdOfTid(tid, &rowid)) return TM_Ok;  // the write path reports it
+  const ramp::KeyspaceRef ks = RelationKeyspace(rel);
+  if (ks.fresh) return TM_Ok;  // created by this transaction: no one else sees it
+  const XactState* x = XactIfAny();
+  if (x != nullptr && x->writes.Find(ks.id, ramp::EntryKey{0, rowid}) != nullptr) {
+    return TM_Ok;  // inserted here, or written (and locked) by an earlier command
+  }
+  RowLock lock;
+  LockRow(rel, ks, rowid, mode, LockWaitBlock, &lock);
+  ramp::Timestamp read;
+  const bool have_read = RecallVersion(ks.id, rowid, &read);
+  if (!lock.taken_now) {
+    // Held already (locked by the executor's fetch of the row, FetchLockedRow, by a FOR
+    // UPDATE, or this is the write after EvalPlanQual): what its grant said is the newest.
+    const auto it = Xact().locked_latest.find({ks.id, rowid});
+    if (!have_read || it == Xact().locked_latest.end() || it->second == read) return TM_Ok;
+    tmfd->ctid = *tid;
+    tmfd->xmax = InvalidTransactionId;
+    tmfd->cmax = InvalidCommandId;
+    tmfd->traversed = false;
+    return TM_Updated;
+  }
+  if (lock.live && (!have_read || lock.latest == read)) {
+    // The grant brought the newest version, which no one can change now: the write's
+    // re-reads of the row (UpdateInPlace, DeleteRow) need not ask the cluster again.
+    if (have_read) {
+      Session::Get().reads().Prefetch(ks.id, rowid, lock.latest, true, std::move(lock.value));
+    }
+    return TM_Ok;
+  }
+  if (!have_read) return TM_Ok;  // the write path reads and checks it
+  // Changed since this statement read it (by the holder we waited for, or by a commit
+  // between the read and the lock): EvalPlanQual in READ COMMITTED, 40001 otherwise.
+  if (!lock.live) throw RowGone(rel, rowid);
+  // For TupleLock, which the executor calls next to follow the update (EvalPlanQual).
+  Session::Get().reads().Prefetch(ks.id, rowid, lock.latest, true, std::move(lock.value));
+  tmfd->ctid = *tid;  // an update in place keeps the row id: the newest version is at this TID
+  tmfd->xmax = InvalidTransactionId;
+  tmfd->cmax = InvalidCommandId;
+  tmfd->traversed = false;
+  return TM_Updated;
+}
+
+bool FetchLockedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid,
+                    TupleTableSlot* slot) {
+  if (!guc::row_locks || ks.fresh) return false;
+  const XactState* x = XactIfAny();
+  if (x != nullptr && x->writes.Find(ks.id, ramp::EntryKey{0, rowid}) != nullptr) return false;
+  RowLock lock;
+  LockRow(rel, ks, rowid, ramp::IntentMode::kNoKeyExclusive, LockWaitBlock, &lock);
+  if (!lock.taken_now) return false;
+  ramp::Timestamp read;
+  const bool have_read = RecallVersion(ks.id, rowid, &read);
+  if (!lock.live) {
+    if (have_read) throw RowGone(rel, rowid);
+    return false;
+  }
+  // The newest version, which the lock keeps: the write's re-reads and EvalPlanQual's find it
+  // here. The version the statement read stays the remembered one: when they differ, the
+  // UPDATE that follows returns TM_Updated (LockForWrite) and EvalPlanQual redoes it.
+  ramp::ReadSession& reads = Session::Get().reads();
+  if (!have_read) reads.RememberVersion(ks.id, rowid, lock.latest);
+  StoreRow(slot, rel, rowid, lock.value);
+  reads.Prefetch(ks.id, rowid, lock.latest, true, std::move(lock.value));
+  return true;
+}
+
+RampError RowGone(Relation rel, uint64_t rowid) {
+  // Heap would skip a deleted row, and follow an updated one to its new version. A ramp row
+  // that an UPDATE gave a new row id (an indexed column changed, or the table has ramp_hash
+  // indexes or triggers) is gone from its TID without a link to the new one: the transaction
+  // fails as before row locks, for the application to retry.
+  return RampError(ramp::Status::Conflict("row " + std::to_string(rowid) +
+                                          " was deleted, or moved to a new row id by an "
+                                          "update, by a concurrent transaction"),
+                   "locking a row of ramp table \"" + Relname(rel) + "\"");
+}
+
+}  // namespace pgramp::tam

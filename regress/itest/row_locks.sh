@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Row locks on the cluster (write intents, DESIGN §5), as heap behaves:
+#  1. a second UPDATE of a row waits for the first transaction, then applies its change on
+#     top of the committed version, re-checking its WHERE clause (EvalPlanQual); REPEATABLE
+#     READ fails with 40001 instead; readers never wait;
+#  2. a deadlock gives 40P01 to one transaction and the other commits, within one server and
+#     between two PostgreSQL servers;
+#  3. lock_timeout, statement_timeout and pg_cancel_backend end a wait, and the backend goes on;
+#  4. the holder's backend is killed (SIGKILL, on the other server): its intents expire and
+#     the waiter goes on;
+#  5. SELECT FOR UPDATE blocks; NOWAIT fails with 55P03; SKIP LOCKED skips the row.
+# "Waits" is checked as "has not finished after a while, and finishes once the holder ends".
+. "$(dirname "$0")/lib.sh"
+
+cluster_start
+pg_start a --set deadlock_timeout=200ms
+pg_start b --set deadlock_timeout=200ms
+# No local index: a btree on one server would not know the rows the other wrote.
+ddl="CREATE TABLE acct (id int, bal int) USING ramp;"
+psql_in a -c "$ddl"
+psql_in b -c "$ddl"
+psql_in a -c "INSERT INTO acct SELECT g, 0 FROM generate_series(1, 20) g"
+bal() { psql_in a -c "SELECT bal FROM acct WHERE id = $1"; }
+
+# still_running NAME: what was sent to the session has not finished after a while.
+pending=0
+still_running() {
+  pending=$((pending + 1))
+  session_send "$1" "\\echo PENDING_$pending"
+  sleep 0.7
+  if grep -qx "PENDING_$pending" "$ITEST_DIR/$1.out"; then
+    cat "$ITEST_DIR/$1.out" >&2
+    fail "$2"
+  fi
+}
+backend_of() { psql_in "$1" -c "SELECT pid FROM pg_stat_activity WHERE query LIKE '$2' AND pid <> pg_backend_pid()"; }
+
+session_open s1 a
+session_open s2 a
+session_open s3 b
+
+log "1. a second writer waits, then applies its change on top"
+session_send s1 "BEGIN; UPDATE acct SET bal = bal + 1 WHERE id = 1; UPDATE acct SET bal = 5 WHERE id = 2;"
+session_wait s1
+session_send s2 "UPDATE acct SET bal = bal + 10 WHERE id = 1;"
+session_send s2 "UPDATE acct SET bal = bal + 10 WHERE id = 2 AND bal = 0 RETURNING 'requalified';"
+still_running s2 "the second UPDATE of row 1 did not wait for the first transaction"
+[ "$(bal 1)" = 0 ] || fail "a reader saw row 1 at $(bal 1) before the holder committed"
+session_send s1 "COMMIT;"
+session_wait s1
+session_wait s2
+expect_not_in "$(session_last s2)" "ERROR" "the waiting UPDATEs failed"
+expect_not_in "$(session_last s2)" "requalified" "the second UPDATE of row 2 ignored the new value (no re-check of its WHERE clause)"
+[ "$(bal 1)" = 11 ] || fail "row 1 is $(bal 1) after +1 and +10, expected 11 (an update was lost)"
+[ "$(bal 2)" = 5 ] || fail "row 2 is $(bal 2), expected 5 (the re-checked WHERE clause no longer matched)"
+log "   across servers: b waits for a"
+session_send s1 "BEGIN; UPDATE acct SET bal = bal + 1 WHERE id = 3;"
+session_wait s1
+session_send s3 "UPDATE acct SET bal = bal + 100 WHERE id = 3;"
+still_running s3 "an UPDATE on server b did not wait for a's transaction"
+session_send s1 "COMMIT;"
+session_wait s1
+session_wait s3
+[ "$(bal 3)" = 101 ] || fail "row 3 is $(bal 3) after +1 on a and +100 on b, expected 101"
+log "   REPEATABLE READ fails with 40001"
+session_send s1 "BEGIN; UPDATE acct SET bal = bal + 1 WHERE id = 4;"
+session_wait s1
+session_send s2 "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1; UPDATE acct SET bal = bal + 10 WHERE id = 4;"
+still_running s2 "a REPEATABLE READ UPDATE did not wait"
+session_send s1 "COMMIT;"
+session_wait s1
+session_send s2 "ROLLBACK;"
+session_wait s2
+expect_in "$(session_last s2)" "ERROR: +40001: could not serialize access due to concurrent update" \
+  "REPEATABLE READ did not fail with 40001 after waiting for a concurrent update"
+[ "$(bal 4)" = 1 ] || fail "row 4 is $(bal 4), expected 1"
+
+log "2. deadlocks: one side gets 40P01, the other commits"
+deadlock() {  # deadlock OTHER_SESSION ROW_A ROW_B
+  local other="$1" x="$2" y="$3"
+  session_send s1 "BEGIN; UPDATE acct SET bal = bal + 1 WHERE id = $x;"
+  session_wait s1
+  session_send "$other" "BEGIN; UPDATE acct SET bal = bal + 1 WHERE id = $y;"
+  session_wait "$other"
+  session_send s1 "UPDATE acct SET bal = bal + 1 WHERE id = $y;"
+  still_running s1 "row $y held by the other session: no wait"
+  session_send "$other" "UPDATE acct SET bal = bal + 1 WHERE id = $x;"
+  session_wait "$other"
+  # The younger transaction (the other session's) gives way.
+  expect_in "$(session_last "$other")" "ERROR: +40P01: deadlock detected" "no 40P01 for the deadlock"
+  session_send "$other" "ROLLBACK;"
+  session_wait "$other"
+  session_send s1 "COMMIT;"
+  session_wait s1
+  expect_not_in "$(session_last s1)" "ERROR" "the survivor of the deadlock failed"
+  [ "$(bal "$x")|$(bal "$y")" = "1|1" ] || fail "rows $x,$y are $(bal "$x"),$(bal "$y") after the deadlock, expected 1,1"
+}
+deadlock s2 5 6
+log "   between two PostgreSQL servers"
+deadlock s3 7 8
+
+log "3. lock_timeout, statement_timeout, pg_cancel_backend end a wait; the backend goes on"
+session_send s1 "BEGIN; UPDATE acct SET bal = bal + 1 WHERE id = 9;"
+session_wait s1
+session_send s2 "SET lock_timeout = '300ms'; UPDATE acct SET bal = bal + 10 WHERE id = 9; RESET lock_timeout;"
+session_wait s2
+expect_in "$(session_last s2)" "ERROR: +55P03: canceling statement due to lock timeout" "lock_timeout did not end the wait"
+session_send s2 "SET statement_timeout = '300ms'; UPDATE acct SET bal = bal + 10 WHERE id = 9; RESET statement_timeout;"
+session_wait s2
+expect_in "$(session_last s2)" "ERROR: +57014: canceling statement due to statement timeout" "statement_timeout did not end the wait"
+session_send s2 "UPDATE acct SET bal = bal + 10 WHERE id = 9;"
+still_running s2 "no wait before pg_cancel_backend"
+[ "$(psql_in a -c "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity WHERE query LIKE 'UPDATE acct SET bal = bal + 10 WHERE id = 9%'")" = 1 ] ||
+  fail "no waiting backend to cancel"
+session_wait s2
+expect_in "$(session_last s2)" "ERROR: +57014: canceling statement due to user request" "pg_cancel_backend did not end the wait"
+session_send s2 "UPDATE acct SET bal = bal + 10 WHERE id = 10; SELECT 'usable ' || bal FROM acct WHERE id = 10;"
+session_wait s2
+expect_in "$(session_last s2)" "^usable 10$" "the backend is not usable after its wait was cancelled"
+session_send s1 "COMMIT;"
+session_wait s1
+[ "$(bal 9)" = 1 ] || fail "row 9 is $(bal 9), expected 1 (only the holder's change)"
+
+log "4. the holder's backend is killed: the waiter goes on"
+session_send s3 "BEGIN; UPDATE acct SET bal = bal + 1 WHERE id = 11;"
+session_wait s3
+session_send s2 "UPDATE acct SET bal = bal + 10 WHERE id = 11;"
+still_running s2 "no wait for the row held on server b"
+holder="$(backend_of b 'UPDATE acct SET bal = bal + 1 WHERE id = 11%')"
+[ -n "$holder" ] || fail "the holder's backend on b not found"
+kill -KILL "$holder"
+session_wait s2
+expect_not_in "$(session_last s2)" "ERROR" "the waiter failed after the holder was killed"
+[ "$(bal 11)" = 10 ] || fail "row 11 is $(bal 11), expected 10 (the killed holder's change must not commit)"
+session_close s3
+
+log "5. FOR UPDATE blocks; NOWAIT fails; SKIP LOCKED skips"
+session_send s1 "BEGIN; SELECT id FROM acct WHERE id = 12 FOR UPDATE;"
+session_wait s1
+session_send s2 "SELECT id FROM acct WHERE id = 12 FOR SHARE NOWAIT;"
+session_send s2 "SELECT 'skip ' || string_agg(id::text, ',') FROM (SELECT id FROM acct WHERE id IN (12, 13) ORDER BY id FOR UPDATE SKIP LOCKED) s;"
+session_send s2 "SELECT 'read ' || bal FROM acct WHERE id = 12;"
+session_wait s2
+expect_in "$(session_last s2)" "ERROR: +55P03: could not obtain lock on row in relation \"acct\"" "NOWAIT did not fail with 55P03"
+expect_in "$(session_last s2)" "^skip 13$" "SKIP LOCKED did not skip the locked row"
+expect_in "$(session_last s2)" "^read 0$" "a plain reader did not read the locked row"
+session_send s2 "BEGIN; SELECT 'locked ' || bal FROM acct WHERE id = 12 FOR UPDATE;"
+still_running s2 "SELECT FOR UPDATE did not wait for the row locked FOR UPDATE"
+session_send s1 "UPDATE acct SET bal = 7 WHERE id = 12; COMMIT;"
+session_wait s1
+session_send s2 "COMMIT;"
+session_wait s2
+expect_in "$(session_last s2)" "^locked 7$" "FOR UPDATE did not return the newest version after the wait"
+session_close s1
+session_close s2
+log "row_locks: ok"
