@@ -65,6 +65,9 @@ Serves pg_ramp partitions: RAMP-Fast transactions, one-sided reads, page I/O.
   --page-direct-io    read page files with O_DIRECT (bypass the page cache)
   --no-io-uring       read page files with pread instead of io_uring
   --debug-page-fault F  inject disk read faults (tests): eio:<page> or short:<page>
+  --test-crash-at STEP  tests: SIGKILL this process at a migration step (home-after-begin,
+                      home-after-cutover, home-after-release, home-after-commit,
+                      source-after-release, target-during-copy, target-after-finish)
   --log-level LEVEL   debug, info, warning, error (default info)
   --config FILE       read "name = value" settings (the names of these options)
   --help              this text
@@ -121,7 +124,7 @@ int main(int argc, char** argv) {
        "gc-grace-ms", "txn-timeout-ms", "max-connections", "max-value-kb", "log-level", "config",
        "page-dir", "memory-budget-mb", "io-workers", "page-io", "debug-page-fault",
        "handshake-timeout-ms", "max-pending-handshakes", "max-pending-handshakes-per-source",
-       "shm-socket-mode", "shm-socket-group"},
+       "shm-socket-mode", "shm-socket-group", "test-crash-at"},
       {"help", "page-direct-io", "no-io-uring"});
   // clang-format on
   Status st = flags.Parse(argc, argv);
@@ -191,6 +194,7 @@ int main(int argc, char** argv) {
   o.limits.max_value_bytes = static_cast<size_t>(v) << 10;
   o.data_dir = flags.Get("data");
   o.page_dir = flags.Get("page-dir");
+  o.test_crash_at = flags.Get("test-crash-at");
   if (flags.Has("memory-budget-mb")) {
     // The budget evicts complete pages to the page files of remote page I/O; the durable
     // log keeps its own segment files, written at checkpoints from the pages in memory.

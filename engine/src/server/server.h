@@ -17,6 +17,7 @@
 #include "server/directory.h"
 #include "server/in_doubt.h"
 #include "server/lock_table.h"
+#include "server/migration.h"
 #include "server/page_service.h"
 #include "server/server_context.h"
 #include "server/worker.h"
@@ -54,6 +55,8 @@ struct ServerOptions {
   bool page_direct_io = false;
   size_t memory_budget_bytes = 0;  // pages resident at most (0: all of memory_bytes)
   PageServiceOptions pages;
+  // Tests only: a migration step name (migration.h) at which this process kills itself.
+  std::string test_crash_at;
 };
 
 class Server {
@@ -77,6 +80,8 @@ class Server {
   void AcceptLoop(transport::Listener* listener);
   void GcLoop();
   void TerminationLoop();
+  // How this server reaches its peers as a client (termination, migration).
+  ClientOptions PeerOptions() const;
 
   ServerOptions options_;
   ClusterConfig cluster_;
@@ -84,6 +89,7 @@ class Server {
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Directory> directory_;
   std::unique_ptr<PageService> pages_;
+  std::unique_ptr<Migrations> migrations_;
   LockTable locks_;
   InDoubt in_doubt_;
   HybridClock clock_;

@@ -23,13 +23,15 @@ struct Limits {
 
 class PageService;
 class InDoubt;
+class Migrations;
 
 struct ServerContext {
   store::Store* store = nullptr;
   PageService* pages = nullptr;  // remote page I/O (null: READ_PAGES is refused)
   Directory* directory = nullptr;
   LockTable* locks = nullptr;
-  InDoubt* in_doubt = nullptr;  // recovered transactions still undecided (in_doubt.h)
+  InDoubt* in_doubt = nullptr;       // recovered transactions still undecided (in_doubt.h)
+  Migrations* migrations = nullptr;  // live migration (migration.h)
   HybridClock* clock = nullptr;
   const ClusterConfig* cluster = nullptr;
   uint32_t self = 0;
