@@ -250,6 +250,60 @@ TEST_F(MigrationTest, WithoutTheChecksAStaleAddressReturnsOldMemory) {
   EXPECT_NE(got, "new-value") << "the injected bug (no one-sided checks) went unnoticed";
 }
 
+// Scans (remote page I/O) while the keyspace's partitions move: a partition that moves while
+// it is read is opened again at its new owner and read again; every scan sees every key once
+// with its value.
+TEST_F(MigrationTest, ScansSeeEveryRowWhilePartitionsMove) {
+  const KeyspaceId ks = 0x4D40;
+  auto c = Open(*cluster_, Provider::kShm, ReadPath::kGetPlus, WritePath::kPutPlus);
+  constexpr int kKeys = 2000;
+  for (int i = 0; i < kKeys; i += 100) {
+    auto t = c->Begin();
+    for (int j = i; j < i + 100; j++)
+      t->Put(ks, "s" + std::to_string(j), "value-" + std::to_string(j));
+    ASSERT_TRUE(t->Commit().ok());
+  }
+  std::atomic<bool> done{false};
+  std::atomic<int> moves{0};
+  Status mover_error;
+  std::thread mover([&] {
+    auto m = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+    for (uint32_t b = 0; !done.load(); b = (b + 1) % kDefaultBuckets) {
+      const PartitionId p{ks, b};
+      std::vector<uint32_t> owners = Owners(m.get(), p);
+      if (owners.size() != 1) continue;
+      Status st = m->MigratePartition(p, (owners[0] + 1) % 3);
+      if (!st.ok()) {
+        mover_error = st;
+        return;
+      }
+      moves++;
+    }
+  });
+  int scans = 0;
+  for (; scans < 200 && (scans < 3 || moves.load() < 8); scans++) {
+    std::unique_ptr<Scanner> scan;
+    ASSERT_TRUE(c->OpenScan(ks, ScanOptions(), &scan).ok());
+    std::map<std::string, std::string> rows;
+    for (;;) {
+      ScanRow row;
+      bool end = false;
+      Status st = scan->Next(&row, &end);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      if (end) break;
+      ASSERT_TRUE(rows.emplace(std::string(row.key), std::string(row.value)).second)
+          << "key seen twice: " << row.key;
+    }
+    ASSERT_EQ(rows.size(), static_cast<size_t>(kKeys));
+    for (const auto& [k, v] : rows) ASSERT_EQ(v, "value-" + k.substr(1));
+  }
+  done.store(true);
+  mover.join();
+  ASSERT_TRUE(mover_error.ok()) << mover_error.ToString();
+  EXPECT_GE(moves.load(), 8);
+  std::printf("%d scans during %d migrations\n", scans, moves.load());
+}
+
 // The checker under continuous migrations of its keyspace's partitions among 3 servers.
 struct PathCase {
   Provider provider;

@@ -438,7 +438,9 @@ void Migrations::Pull(std::shared_ptr<Puller> pl) {
   std::unique_ptr<Client> client;
   std::unique_ptr<PageReader> reader;
   Status st = Client::Open(peer_, &client);
-  if (st.ok()) st = PageReader::Open(client.get(), PageReaderOptions{}, &reader);
+  PageReaderOptions ro;
+  ro.migration = true;
+  if (st.ok()) st = PageReader::Open(client.get(), ro, &reader);
   if (!st.ok()) return fail(st);
   uint32_t page = 0;  // the cursor: records before (page, off) are ingested
   uint32_t off = 0;

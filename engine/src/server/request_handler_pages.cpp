@@ -24,7 +24,9 @@ Status RequestHandler::OnReadPages(Session& s, const protocol::Header& h, std::s
     uint32_t hint = 0;
     uint64_t epoch = 0;
     const bool owned = ctx_->directory->Owns(a.part, &hint, &epoch);
-    if (ctx_->directory->ServesPagesAt(a.part, a.epoch)) {
+    if (owned ? epoch == a.epoch
+              : (job.req.flags & protocol::kPagesMigration) &&
+                    ctx_->directory->ServesPagesAt(a.part, a.epoch)) {
       // Owned at that epoch, or released by a migration whose target still reads it.
     } else if (!owned) {
       job.pre[i] = Status::Moved("partition " + a.part.ToString() + " is served by node " +
