@@ -7,8 +7,11 @@
 // acknowledged write after restart.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <random>
 #include <thread>
@@ -302,6 +305,55 @@ TEST_F(MigrationTest, ScansSeeEveryRowWhilePartitionsMove) {
   ASSERT_TRUE(mover_error.ok()) << mover_error.ToString();
   EXPECT_GE(moves.load(), 8);
   std::printf("%d scans during %d migrations\n", scans, moves.load());
+}
+
+// rampctl: migrate shows progress and the result, status lists the moves, bad input fails
+// with the reason and exit code 2.
+std::string Rampctl(const TestCluster& tc, const std::string& args, int* code) {
+  std::string p = RampdPath();
+  p = p.substr(0, p.size() - std::strlen("rampd")) + "rampctl";
+  const std::string token = tc.dir() + "/token";
+  const std::string cmd =
+      p + " --node " + tc.tcp(0).ToString() + " --token-file " + token + " " + args + " 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n = 0;
+  while (f != nullptr && (n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  const int st = f == nullptr ? -1 : pclose(f);
+  *code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return out;
+}
+
+TEST_F(MigrationTest, RampctlMigratesAndShowsTheMoves) {
+  const KeyspaceId ks = 0x4D50;
+  auto c = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  const std::string k = KeyOnNode(ks, 2, 3);
+  const PartitionId p{ks, BucketOf(k, kDefaultBuckets)};
+  for (int i = 0; i < 50; i++) ASSERT_TRUE(Put(c.get(), ks, k + std::to_string(i), "x").ok());
+  ASSERT_TRUE(Put(c.get(), ks, k, "x").ok());
+  int code = 0;
+  const std::string args = "migrate " + std::to_string(ks) + " " + std::to_string(p.bucket) + " 0";
+  std::string out = Rampctl(*cluster_, args, &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("copied"), std::string::npos) << out;
+  EXPECT_NE(out.find("moved " + p.ToString() + " to node 0"), std::string::npos) << out;
+  EXPECT_EQ(Owners(c.get(), p), std::vector<uint32_t>{0});
+  out = Rampctl(*cluster_, "status", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("phase"), std::string::npos) << out;
+  EXPECT_NE(out.find("done"), std::string::npos) << out;
+  out = Rampctl(*cluster_, "partitions", &code);
+  EXPECT_NE(out.find("migrating"), std::string::npos) << out;
+  out = Rampctl(*cluster_, args, &code);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("already on node 0"), std::string::npos) << out;
+  out = Rampctl(*cluster_, "migrate " + std::to_string(ks) + " x 0", &code);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("bucket 'x' is not a decimal number"), std::string::npos) << out;
+  out = Rampctl(*cluster_, "migrate " + std::to_string(ks) + " 1", &code);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("usage: rampctl migrate KEYSPACE BUCKET NODE"), std::string::npos) << out;
 }
 
 // The checker under continuous migrations of its keyspace's partitions among 3 servers.
