@@ -204,6 +204,34 @@ TEST_F(MigrationTest, RefusesBadRequestsWithTheReason) {
   EXPECT_EQ(v, "x");
 }
 
+// A target without room for the partition: refused with the sizes, nothing moves.
+TEST(MigrationRoomTest, RefusesATargetWithoutRoom) {
+  TestClusterOptions o;
+  o.nodes = 3;
+  std::unique_ptr<TestCluster> tc;
+  ASSERT_TRUE(TestCluster::Start(o, &tc).ok());
+  tc->SetNodeArgs(2, {"--memory-mb", "16"});
+  ASSERT_TRUE(tc->Kill(2, SIGTERM).ok());
+  ASSERT_TRUE(tc->Restart(2).ok());
+  const KeyspaceId ks = 0x4D60;
+  auto c = Open(*tc, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  const std::string k = KeyOnNode(ks, 0, 3);
+  const PartitionId p{ks, BucketOf(k, kDefaultBuckets)};
+  int n = 0;
+  for (int i = 0; n < 200; i++) {
+    const std::string kk = "room" + std::to_string(i);
+    if (BucketOf(kk, kDefaultBuckets) != p.bucket) continue;
+    ASSERT_TRUE(Put(c.get(), ks, kk, std::string(100000, 'r')).ok());
+    n++;
+  }
+  Status st = c->MigratePartition(p, 2);
+  EXPECT_TRUE(st.Is(Status::Code::kNoSpace)) << st.ToString();
+  EXPECT_NE(st.message().find("MiB of page memory free"), std::string::npos) << st.ToString();
+  EXPECT_EQ(Owners(c.get(), p), std::vector<uint32_t>{0});
+  ASSERT_TRUE(c->MigratePartition(p, 1).ok());  // a target with room takes it
+  EXPECT_EQ(Owners(c.get(), p), std::vector<uint32_t>{1});
+}
+
 // A GET* client that cached a record's address before a move reads the key after it: the
 // old copy lost its valid bits when the source stopped serving, and later its memory is
 // reused; the reader's checks (valid bit, key, epoch) send it to the directory. With the
