@@ -225,6 +225,7 @@ void Migrations::Drive(protocol::MigrateRequest req, protocol::Header h, Deferre
 
 void Migrations::Run(MigrationState m) {
   const PartitionId p = m.part;
+  const auto started = std::chrono::steady_clock::now();
   MigrateCtlReply r;
   // Copy while the source serves, until a round finds little new.
   Status st =
@@ -260,6 +261,7 @@ void Migrations::Run(MigrationState m) {
     return RollBack(m, st.ToString(), false);
   }
   Hook("home-after-cutover");
+  const auto paused = std::chrono::steady_clock::now();
   st =
       Ctl(m.source, MigrateCtl{MigrateAction::kRelease, p, m.target, m.new_epoch, m.old_epoch}, &r);
   if (!st.ok()) return RollBack(m, "the source could not release it: " + st.ToString(), true);
@@ -273,12 +275,27 @@ void Migrations::Run(MigrationState m) {
     return RollBack(m, st.ToString(), true);
   }
   Hook("home-after-commit");
-  Complete(m);
+  Complete(m, &started, &paused);
 }
 
-void Migrations::Complete(const MigrationState& m) {
+void Migrations::Complete(const MigrationState& m, const Clock::time_point* started,
+                          const Clock::time_point* paused) {
   if (!CtlUntilApplied(m.target, MigrateCtl{MigrateAction::kAdopt, m.part, 0, m.new_epoch, 0})) {
     return;
+  }
+  if (started != nullptr && paused != nullptr) {
+    // Writes to the partition were refused from the release to the adoption.
+    const auto now = Clock::now();
+    MigrationState cur;
+    const uint64_t bytes =
+        ctx_->directory->FindMigration(m.part, &cur) ? cur.bytes_copied : m.bytes_copied;
+    const double total_s = std::chrono::duration<double>(now - *started).count();
+    RAMP_INFO(
+        "migration of %s: %.1f MiB of records copied in %.3f s (%.1f MiB/s), writes paused "
+        "%.2f ms",
+        m.part.ToString().c_str(), bytes / 1048576.0, total_s,
+        total_s > 0 ? bytes / 1048576.0 / total_s : 0.0,
+        std::chrono::duration<double, std::milli>(now - *paused).count());
   }
   if (!CtlUntilApplied(m.source, MigrateCtl{MigrateAction::kDrop, m.part, 0, 0, 0})) return;
   Status st = ctx_->directory->SetPhase(m.part, MigrationPhase::kDone);

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -62,7 +63,10 @@ class Migrations {
   void Drive(protocol::MigrateRequest req, protocol::Header h, DeferredReply reply);
   Status Check(const protocol::MigrateRequest& req, MigrationState* m);
   void Run(MigrationState m);  // from kCopying on
-  void Complete(const MigrationState& m);
+  using Clock = std::chrono::steady_clock;
+  // started, paused: when the move started and when writes stopped (logged), if known.
+  void Complete(const MigrationState& m, const Clock::time_point* started = nullptr,
+                const Clock::time_point* paused = nullptr);
   void RollBack(const MigrationState& m, const std::string& why, bool source_released);
   // One step at a server, once / until applied (false: stopping).
   Status Ctl(uint32_t node, const protocol::MigrateCtl& m, protocol::MigrateCtlReply* out);
