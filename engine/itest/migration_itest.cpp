@@ -14,10 +14,12 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "checker/atomicity_checker.h"
 #include "itest_util.h"
+#include "ramp/rebalance.h"
 #include "test_cluster.h"
 
 namespace ramp::testing {
@@ -449,6 +451,68 @@ INSTANTIATE_TEST_SUITE_P(
                       PathCase{Provider::kShm, ReadPath::kGetPlus, WritePath::kPutPlus, "getplus"},
                       PathCase{Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus, "getstar"}),
     [](const ::testing::TestParamInfo<PathCase>& i) { return std::string(i.param.name); });
+
+// ---- the hot-partition rebalancer ---------------------------------------------------------
+
+// Three partitions homed at node 0 take all the load, read one-sided (GET*: the servers only
+// learn of those reads from the clients' load reports). The rebalancer moves two of them away
+// until every server carries one, and no partition moves twice (cool-down, hysteresis).
+TEST(RebalancerTest, MovesHotPartitionsOffTheBusyServerAndSettles) {
+  TestClusterOptions o;
+  o.nodes = 3;
+  o.extra_args = {"--rebalance-interval-ms", "300", "--rebalance-cooldown-ms", "600000"};
+  std::unique_ptr<TestCluster> tc;
+  ASSERT_TRUE(TestCluster::Start(o, &tc).ok());
+  const KeyspaceId ks = 0x4D70;
+  auto admin = Open(*tc, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  std::vector<std::string> hot;
+  std::set<uint32_t> buckets;
+  for (int salt = 0; hot.size() < 3; salt++) {
+    const std::string k = KeyOnNode(ks, 0, 3, salt);
+    if (buckets.insert(BucketOf(k, kDefaultBuckets)).second) hot.push_back(k);
+  }
+  for (const auto& k : hot) ASSERT_TRUE(Put(admin.get(), ks, k, "hot").ok());
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 2; r++) {
+    readers.emplace_back([&] {
+      auto c = Open(*tc, Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus);
+      while (!stop.load()) {
+        for (const auto& k : hot) {
+          std::string v;
+          bool found = false;
+          (void)Get(c.get(), ks, k, &v, &found);
+        }
+      }
+    });
+  }
+  bool balanced = false;
+  RebalancePlan plan;
+  for (int i = 0; i < 600 && !balanced; i++) {  // an upper bound only
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::vector<uint32_t> owners;
+    for (const auto& k : hot) {
+      const auto o = Owners(admin.get(), PartitionId{ks, BucketOf(k, kDefaultBuckets)});
+      if (o.size() == 1) owners.push_back(o[0]);
+    }
+    balanced = std::set<uint32_t>(owners.begin(), owners.end()).size() == 3;
+  }
+  // Steady load a while longer: nothing moves again.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_TRUE(admin->PlanRebalance(RebalanceOptions(), &plan).ok());
+  stop.store(true);
+  for (auto& t : readers) t.join();
+  ASSERT_TRUE(balanced) << "the hot partitions did not spread over the servers";
+  EXPECT_LE(plan.imbalance_before, 1.25);
+  std::vector<MigrationStatus> moves;
+  ASSERT_TRUE(admin->Migrations(&moves).ok());
+  std::map<PartitionId, int> per_partition;
+  for (const auto& m : moves) per_partition[m.id]++;
+  EXPECT_EQ(moves.size(), 2u);
+  for (const auto& [p, n] : per_partition) EXPECT_EQ(n, 1) << p.ToString() << " moved " << n;
+  std::printf("rebalanced with %zu moves; max/mean load now %.2f\n", moves.size(),
+              plan.imbalance_before);
+}
 
 // ---- crashes at every step ----------------------------------------------------------------
 

@@ -14,6 +14,7 @@
 #include "ramp/client.h"
 #include "ramp/keyspace_catalog.h"
 #include "ramp/log.h"
+#include "ramp/rebalance.h"
 #include "ramp/transport/transport.h"
 
 namespace {
@@ -26,6 +27,9 @@ const char* kUsage = R"(usage: rampctl --node URI [--token-file FILE] COMMAND
   migrate KEYSPACE BUCKET NODE
                 moves a partition to a node while it stays readable and writable (writes
                 pause only at the cutover); shows progress until it is done
+  rebalance [--dry-run] [--threshold-pct N]
+                the hot-partition rebalancer's plan (partitions' loads, max/mean load of
+                the servers before and after) and, without --dry-run, its moves
   keyspaces     every keyspace: the cluster's keyspace catalog (database, schema, relation,
                 creating PostgreSQL server and database, state) with the size on the
                 cluster; keyspaces with data but no catalog entry show as "unregistered"
@@ -40,6 +44,8 @@ const char* kUsage = R"(usage: rampctl --node URI [--token-file FILE] COMMAND
   --token-file FILE   the cluster token
   --timeout-ms N      how long to wait for answers (default 5000)
   --force             drop-keyspace: also a live keyspace
+  --dry-run           rebalance: show the plan, move nothing
+  --threshold-pct N   rebalance: act above N % of the mean load (default 125)
 )";
 
 int Fail(const ramp::Status& s) {
@@ -175,6 +181,29 @@ int Migrate(ramp::Client* client, const std::vector<std::string>& args) {
   return 0;
 }
 
+int Rebalance(ramp::Client* client, bool dry_run, long threshold_pct) {
+  using namespace ramp;
+  RebalanceOptions o;
+  o.threshold = static_cast<double>(threshold_pct) / 100.0;
+  RebalancePlan plan;
+  Status st = client->PlanRebalance(o, &plan);
+  if (!st.ok()) return Fail(st);
+  std::printf("load per node (ops/s):");
+  for (size_t n = 0; n < plan.load_before.size(); n++) {
+    std::printf(" %zu: %.1f -> %.1f", n, plan.load_before[n], plan.load_after[n]);
+  }
+  std::printf("\nmax/mean load: %.2f -> %.2f (threshold %.2f)\n", plan.imbalance_before,
+              plan.imbalance_after, o.threshold);
+  for (const auto& m : plan.moves) {
+    std::printf("%s %s (%.1f ops/s) from node %u to node %u\n", dry_run ? "would move" : "moving",
+                m.id.ToString().c_str(), m.load, m.from, m.to);
+    if (dry_run) continue;
+    if (!(st = client->MigratePartition(m.id, m.to)).ok()) return Fail(st);
+  }
+  std::printf("%s\n", plan.why.c_str());
+  return 0;
+}
+
 int DropKeyspace(ramp::Client* client, const std::string& arg, bool force) {
   using namespace ramp;
   char* end = nullptr;
@@ -209,7 +238,8 @@ int main(int argc, char** argv) {
   using namespace ramp;
   signal(SIGPIPE, SIG_IGN);
   SetLogLevel(LogLevel::kWarning);
-  tools::Flags flags({"node", "token-file", "timeout-ms"}, {"help", "force"});
+  tools::Flags flags({"node", "token-file", "timeout-ms", "threshold-pct"},
+                     {"help", "force", "dry-run"});
   Status st = flags.Parse(argc, argv);
   if (!st.ok()) return Fail(st);
   if (flags.Has("help") || flags.positional().empty()) {
@@ -258,6 +288,11 @@ int main(int argc, char** argv) {
     return down == 0 ? 0 : 1;
   }
   if (cmd == "migrate") return Migrate(client.get(), flags.positional());
+  if (cmd == "rebalance") {
+    long pct = 0;
+    if (!(st = flags.GetInt("threshold-pct", 125, 101, 1000, &pct)).ok()) return Fail(st);
+    return Rebalance(client.get(), flags.Has("dry-run"), pct);
+  }
   if (cmd == "partitions") {
     std::vector<PartitionStatus> parts;
     st = client->Partitions(&parts);
@@ -279,6 +314,7 @@ int main(int argc, char** argv) {
     }
     return DropKeyspace(client.get(), flags.positional()[1], flags.Has("force"));
   }
-  return Fail(Status::InvalidArgument("unknown command '" + cmd +
-                                      "' (status, partitions, migrate, keyspaces, drop-keyspace)"));
+  return Fail(Status::InvalidArgument(
+      "unknown command '" + cmd +
+      "' (status, partitions, migrate, rebalance, keyspaces, drop-keyspace)"));
 }

@@ -114,6 +114,8 @@ struct ClientStats {
 
 class Client;
 class ReadSession;  // ramp/read_session.h
+struct RebalanceOptions;  // ramp/rebalance.h
+struct RebalancePlan;
 
 // ---- partition scans ----------------------------------------------------------------------
 // A scan of a whole keyspace through remote page I/O (ramp/page_reader.h): the pages of
@@ -317,6 +319,9 @@ class Client {
                           const std::function<void(const MigrationStatus&)>& progress = {});
   // Migrations in flight and recently finished, from every home (in flight first).
   Status Migrations(std::vector<MigrationStatus>* out);
+  // The hot-partition rebalancer's plan for the cluster as it is now (ramp/rebalance.h:
+  // loads from every owner, cool-downs from the homes' recent migrations); nothing moves.
+  Status PlanRebalance(const RebalanceOptions& options, RebalancePlan* out);
 
   uint32_t node_count() const;
   uint64_t client_id() const;

@@ -164,6 +164,31 @@ uint64_t Client::Impl::EpochOf(const PartitionId& p) const {
   return it != placements.end() ? it->second.epoch : 0;
 }
 
+void Client::Impl::ReportLoad() {
+  std::map<uint32_t, protocol::LoadReport> by_owner;
+  for (const auto& [p, n] : one_sided_load) by_owner[OwnerOf(p)].reads.emplace_back(p, n);
+  one_sided_load.clear();
+  one_sided_unreported = 0;
+  std::vector<uint64_t> ids;
+  std::string body;
+  for (const auto& [node, report] : by_owner) {
+    body.clear();
+    protocol::Encode(report, &body);
+    uint64_t id = 0;
+    if (Call(node, ReadChannel(), Op::kLoadReport, static_cast<uint32_t>(report.reads.size()), body,
+             &id)
+            .ok()) {
+      ids.push_back(id);
+    }
+  }
+  // Best effort: a lost report only makes the partition look a little cooler.
+  if (!Wait(ids).ok()) return;
+  for (uint64_t id : ids) {
+    PendingCall reply;
+    (void)TakeReply(id, &reply);
+  }
+}
+
 void Client::Impl::MoveBackoff(int attempt) const {
   if (attempt < 2) return;
   std::this_thread::sleep_for(std::chrono::milliseconds(std::min(20, attempt)));

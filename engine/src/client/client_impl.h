@@ -70,6 +70,11 @@ struct Client::Impl final : ChannelContext, ClusterView {
   std::unordered_map<std::string, CachedAddress> addresses;  // AddressKey(keyspace, key)
   std::unordered_map<KeyspaceId, KeyspaceDef> keyspaces;
   std::unordered_map<uint64_t, PendingCall> calls;
+  // One-sided (GET*) reads per partition not reported to their owners yet (the servers never
+  // see them; ReportLoad sends them, every kLoadReportEvery reads).
+  std::unordered_map<PartitionId, uint64_t, PartitionIdHash> one_sided_load;
+  uint64_t one_sided_unreported = 0;
+  static constexpr uint64_t kLoadReportEvery = 1000;
   uint64_t next_request = 1;
   uint64_t next_txn = 1;
   ClientStats stats;
@@ -90,6 +95,8 @@ struct Client::Impl final : ChannelContext, ClusterView {
   // not know better) drops the cached entry, so that the next request asks the home.
   void NoteMoved(const PartitionId& p, uint32_t owner, uint64_t epoch);
   uint64_t EpochOf(const PartitionId& p) const;
+  // Sends the one-sided reads counted so far to the partitions' owners (best effort).
+  void ReportLoad();
   // Pause before retry `attempt` of a request that met a partition on the move (its
   // cutover takes milliseconds): none for the first two, then growing to 20 ms.
   void MoveBackoff(int attempt) const;

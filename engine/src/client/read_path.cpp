@@ -227,6 +227,8 @@ Status RoundOne(Client::Impl& c, std::vector<ReadSlot>& slots, const Timestamp& 
         if (s.one_sided && s.one_sided_done &&
             AcceptOneSided(s, snapshot, c.options.debug_trust_one_sided)) {
           c.stats.one_sided_hits++;
+          c.one_sided_load[s.part]++;
+          c.one_sided_unreported++;
           continue;
         }
         if (s.one_sided && !snapshot.zero() && s.one_sided_done && s.one_sided_status.ok()) {
@@ -387,6 +389,7 @@ Status RampRead(Client::Impl& c, std::vector<ReadSlot>& slots, const Timestamp& 
       s.ts = Timestamp();
     }
     RAMP_RETURN_IF_ERROR(RoundOne(c, slots, snapshot));
+    if (c.one_sided_unreported >= Client::Impl::kLoadReportEvery) c.ReportLoad();
     if (c.options.disable_round2) return Status::OK();
     Status st = RoundTwo(c, slots);
     if (!st.Is(Status::Code::kAborted)) return st;

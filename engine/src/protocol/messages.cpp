@@ -101,6 +101,7 @@ const char* OpNameOrNull(Op op) {
     case Op::kMigrate: return "MIGRATE";
     case Op::kMigrations: return "MIGRATIONS";
     case Op::kMigrateCtl: return "MIGRATE_CTL";
+    case Op::kLoadReport: return "LOAD_REPORT";
   }
   return nullptr;
 }
@@ -647,13 +648,14 @@ void Encode(const MigrateCtl& m, std::string* out) {
   w.PutU32(m.node);
   w.PutU64(m.epoch);
   w.PutU64(m.old_epoch);
+  w.PutU64(m.load_mops);
 }
 
 Status Decode(std::string_view body, MigrateCtl* out) {
   ByteReader r(body);
   uint8_t action = 0;
   if (!r.GetU8(&action) || !GetPart(r, &out->part) || !r.GetU32(&out->node) ||
-      !r.GetU64(&out->epoch) || !r.GetU64(&out->old_epoch)) {
+      !r.GetU64(&out->epoch) || !r.GetU64(&out->old_epoch) || !r.GetU64(&out->load_mops)) {
     return Truncated("MIGRATE_CTL");
   }
   if (action < 1 || action > 7) return Status::Corruption("MIGRATE_CTL: unknown action");
@@ -672,6 +674,7 @@ void Encode(const MigrateCtlReply& m, std::string* out) {
   w.PutU64(m.partition_bytes);
   w.PutU64(m.free_bytes);
   w.PutU32(m.page_count);
+  w.PutU64(m.load_mops);
   PutView(w, m.error);
 }
 
@@ -681,11 +684,30 @@ Status Decode(std::string_view body, MigrateCtlReply* out) {
   if (!r.GetU8(&out->exists) || !r.GetU8(&out->owns) || !r.GetU8(&out->caught_up) ||
       !r.GetU8(&out->finished) || !r.GetU64(&out->bytes_copied) || !r.GetU64(&out->bytes_total) ||
       !r.GetU64(&out->partition_bytes) || !r.GetU64(&out->free_bytes) ||
-      !r.GetU32(&out->page_count) || !GetView(r, &err)) {
+      !r.GetU32(&out->page_count) ||
+      !r.GetU64(&out->load_mops) || !GetView(r, &err)) {
     return Truncated("MIGRATE_CTL reply");
   }
   out->error.assign(err);
   return r.ExpectEnd("MIGRATE_CTL reply");
+}
+
+void Encode(const LoadReport& m, std::string* out) {
+  StringByteWriter w(out);
+  for (const auto& [p, n] : m.reads) {
+    PutPart(w, p);
+    w.PutU64(n);
+  }
+}
+
+Status Decode(std::string_view body, uint32_t count, LoadReport* out) {
+  ByteReader r(body);
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), kPartBytes + 8, "LOAD_REPORT"));
+  out->reads.resize(count);
+  for (auto& [p, n] : out->reads) {
+    if (!GetPart(r, &p) || !r.GetU64(&n)) return Truncated("LOAD_REPORT");
+  }
+  return r.ExpectEnd("LOAD_REPORT");
 }
 
 }  // namespace ramp::protocol

@@ -50,6 +50,7 @@ enum class Op : uint16_t {
   kMigrate = 50,      // start a migration of a partition (asked at its home)
   kMigrations = 51,   // the migrations in flight (and recently finished) at this home
   kMigrateCtl = 52,   // server to server: one step of a migration (home to source/target)
+  kLoadReport = 53,   // a client's one-sided (GET*) reads per partition, which servers never see
 };
 
 const char* OpName(Op op);
@@ -334,6 +335,7 @@ struct MigrateCtl {
   uint32_t node = 0;
   uint64_t epoch = 0;
   uint64_t old_epoch = 0;
+  uint64_t load_mops = 0;  // kPull: the partition's load at the source (milli-ops/s)
 };
 struct MigrateCtlReply {
   uint8_t exists = 0;     // a copy of the partition is here
@@ -345,11 +347,19 @@ struct MigrateCtlReply {
   uint64_t partition_bytes = 0;  // kProbe
   uint64_t free_bytes = 0;       // kProbe: page memory free here
   uint32_t page_count = 0;       // kProbe: pages in the partition's log so far
+  uint64_t load_mops = 0;        // kProbe: the partition's load here (milli-ops/s)
   std::string error;             // kPullStatus: why the copy failed
 };
 void Encode(const MigrateCtl& m, std::string* out);
 Status Decode(std::string_view body, MigrateCtl* out);
 void Encode(const MigrateCtlReply& m, std::string* out);
 Status Decode(std::string_view body, MigrateCtlReply* out);
+
+// LOAD_REPORT (count = partitions): count x (u64 keyspace, u32 bucket, u64 reads).
+struct LoadReport {
+  std::vector<std::pair<PartitionId, uint64_t>> reads;
+};
+void Encode(const LoadReport& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, LoadReport* out);
 
 }  // namespace ramp::protocol

@@ -42,6 +42,7 @@ struct MigrationState {
   uint64_t old_epoch = 0;
   uint64_t new_epoch = 0;
   uint64_t started_unix_ms = 0;
+  uint64_t load_mops = 0;     // the partition's load at the source (not persisted)
   uint64_t bytes_copied = 0;  // progress, not persisted
   uint64_t bytes_total = 0;
   std::string error;  // why it failed or rolled back

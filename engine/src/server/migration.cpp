@@ -9,6 +9,7 @@
 #include "client/client_impl.h"
 #include "ramp/log.h"
 #include "ramp/page_reader.h"
+#include "ramp/rebalance.h"
 #include "store/store.h"
 
 namespace ramp::server {
@@ -201,6 +202,7 @@ Status Migrations::Check(const protocol::MigrateRequest& req, MigrationState* m)
   m->new_epoch = pl.epoch + 1;
   m->started_unix_ms = UnixMs();
   m->bytes_total = src.partition_bytes;
+  m->load_mops = src.load_mops;
   return ctx_->directory->BeginMigration(*m);
 }
 
@@ -229,7 +231,8 @@ void Migrations::Run(MigrationState m) {
   MigrateCtlReply r;
   // Copy while the source serves, until a round finds little new.
   Status st =
-      Ctl(m.target, MigrateCtl{MigrateAction::kPull, p, m.source, m.new_epoch, m.old_epoch}, &r);
+      Ctl(m.target,
+          MigrateCtl{MigrateAction::kPull, p, m.source, m.new_epoch, m.old_epoch, m.load_mops}, &r);
   if (!st.ok()) return RollBack(m, "the target could not start copying: " + st.ToString(), false);
   auto poll = [&](bool want_finished, std::string* why) {
     int failed = 0;
@@ -319,6 +322,49 @@ void Migrations::RollBack(const MigrationState& m, const std::string& why, bool 
   if (!st.ok()) RAMP_ERROR("migration of %s: %s", m.part.ToString().c_str(), st.ToString().c_str());
 }
 
+// ---- the rebalancer -------------------------------------------------------------------------
+
+void Migrations::StartRebalancer(int interval_ms, double threshold, int cooldown_ms) {
+  Spawn([this, interval_ms, threshold, cooldown_ms] {
+    RebalanceLoop(interval_ms, threshold, cooldown_ms);
+  });
+}
+
+void Migrations::RebalanceLoop(int interval_ms, double threshold, int cooldown_ms) {
+  RebalanceOptions o;
+  o.threshold = threshold;
+  o.cooldown_ms = static_cast<uint64_t>(cooldown_ms);
+  o.max_moves = 1;  // one move per look: the next look sees its effect on the loads
+  std::unique_ptr<Client> client;
+  while (Sleep(interval_ms)) {
+    if (client == nullptr && !Client::Open(peer_, &client).ok()) continue;
+    // The lowest-numbered server that answers acts; when it dies the next one takes over.
+    std::vector<ServerStatus> servers;
+    Status st = client->ClusterStatus(&servers);
+    uint32_t leader = UINT32_MAX;
+    for (const ServerStatus& s : servers) {
+      if (s.reachable) leader = std::min(leader, s.node);
+    }
+    if (!st.ok() || leader != ctx_->self) {
+      if (!st.ok()) client.reset();
+      continue;
+    }
+    RebalancePlan plan;
+    if (!(st = client->PlanRebalance(o, &plan)).ok()) {
+      client.reset();
+      continue;
+    }
+    for (const PlannedMove& m : plan.moves) {
+      RAMP_INFO(
+          "rebalancer: max/mean load %.2f > %.2f: moving %s (%.0f ops/s) from node %u to "
+          "node %u",
+          plan.imbalance_before, threshold, m.id.ToString().c_str(), m.load, m.from, m.to);
+      st = client->MigratePartition(m.id, m.to);
+      if (!st.ok()) RAMP_WARN("rebalancer: %s", st.ToString().c_str());
+    }
+  }
+}
+
 // ---- the source and the target --------------------------------------------------------------
 
 Status Migrations::Control(const MigrateCtl& m, MigrateCtlReply* out) {
@@ -333,6 +379,9 @@ Status Migrations::Control(const MigrateCtl& m, MigrateCtlReply* out) {
         if (i.id == p) out->partition_bytes = i.bytes;
       }
       out->free_bytes = store->stats().free_pages * record::kPageBytes;
+      for (const store::PartitionInfo& i : store->PartitionInfos()) {
+        if (i.id == p) out->load_mops = static_cast<uint64_t>(i.ops_per_sec * 1000);
+      }
       return Status::OK();
     }
     case MigrateAction::kPull: {
@@ -355,7 +404,8 @@ Status Migrations::Control(const MigrateCtl& m, MigrateCtlReply* out) {
                                        p.ToString() + " already");
       }
       RAMP_RETURN_IF_ERROR(ctx_->directory->Incoming(p, m.epoch));
-      RAMP_RETURN_IF_ERROR(store->BeginCopy(p, static_cast<uint32_t>(m.epoch)));
+      RAMP_RETURN_IF_ERROR(store->BeginCopy(p, static_cast<uint32_t>(m.epoch),
+                                            static_cast<double>(m.load_mops) / 1000));
       auto pl = std::make_shared<Puller>();
       pl->part = p;
       pl->source = m.node;

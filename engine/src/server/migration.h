@@ -58,6 +58,11 @@ class Migrations {
   // The test hook (crash_at).
   void Hook(const char* step) const;
 
+  // Starts the hot-partition rebalancer loop (ramp/rebalance.h) on its own thread: every
+  // interval, if this is the lowest-numbered server that answers, it plans and makes the
+  // moves one by one.
+  void StartRebalancer(int interval_ms, double threshold, int cooldown_ms);
+
  private:
   struct Puller;
   void Drive(protocol::MigrateRequest req, protocol::Header h, DeferredReply reply);
@@ -73,6 +78,7 @@ class Migrations {
   bool CtlUntilApplied(uint32_t node, const protocol::MigrateCtl& m);
   void Spawn(std::function<void()> f);
   void Pull(std::shared_ptr<Puller> p);
+  void RebalanceLoop(int interval_ms, double threshold, int cooldown_ms);
   bool Sleep(int ms);
 
   ServerContext* const ctx_;

@@ -111,6 +111,15 @@ Status RequestHandler::HandleNow(Session& session, std::string_view message, std
       return OnMigrations(h, reply);
     case Op::kMigrateCtl:
       return OnMigrateCtl(h, body, reply);
+    case Op::kLoadReport: {
+      protocol::LoadReport r;
+      RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &r));
+      for (const auto& [p, n] : r.reads) {
+        if (ctx_->directory->Owns(p)) ctx_->store->CountLoad(p, n);
+      }
+      protocol::EncodeHeader(protocol::ReplyTo(h, Clock()), reply);
+      return Status::OK();
+    }
     case Op::kScanNext:
     case Op::kScanClose:
       ErrorReply(h, Status::NotSupported(std::string(protocol::OpName(op)) + " is not served here"),

@@ -122,6 +122,10 @@ Status Server::Init(const ServerOptions& options) {
   }
   gc_thread_ = std::thread([this] { GcLoop(); });
   migrations_->Reconcile();
+  if (options.rebalance_interval_ms > 0) {
+    migrations_->StartRebalancer(options.rebalance_interval_ms, options.rebalance_threshold,
+                                 options.rebalance_cooldown_ms);
+  }
   termination_thread_ = std::thread([this] { TerminationLoop(); });
   std::string eps;
   for (const auto& e : endpoints()) eps.append(" ").append(e.ToString());

@@ -57,6 +57,12 @@ struct ServerOptions {
   PageServiceOptions pages;
   // Tests only: a migration step name (migration.h) at which this process kills itself.
   std::string test_crash_at;
+  // The hot-partition rebalancer (ramp/rebalance.h): how often the cluster's loads are
+  // looked at (0: off), max/mean above which partitions move, and how long a moved
+  // partition stays put. Every server runs the loop; the lowest-numbered reachable one acts.
+  int rebalance_interval_ms = 0;
+  double rebalance_threshold = 1.25;
+  int rebalance_cooldown_ms = 60000;
 };
 
 class Server {

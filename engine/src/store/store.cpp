@@ -370,13 +370,14 @@ Status Store::DropKeyspace(KeyspaceId keyspace) {
   return Status::OK();
 }
 
-Status Store::BeginCopy(const PartitionId& partition, uint32_t epoch) {
+Status Store::BeginCopy(const PartitionId& partition, uint32_t epoch, double load) {
   RAMP_RETURN_IF_ERROR(impl_->Writable());
   std::shared_ptr<Partition> old;
   auto fresh =
       std::make_shared<Partition>(partition, impl_->arena.get(), impl_->options, impl_->log.get());
   fresh->SetEpoch(epoch);
   fresh->SetServing(false);
+  fresh->SeedLoad(load);
   {
     std::unique_lock lock(impl_->map_mu);
     auto& slot = impl_->partitions[partition];
@@ -437,6 +438,10 @@ void Store::DropPartition(const PartitionId& partition) {
     impl_->partitions.erase(it);
   }
   p->Drop();
+}
+
+void Store::CountLoad(const PartitionId& partition, uint64_t ops) {
+  if (std::shared_ptr<Partition> p = impl_->Find(partition)) p->CountLoad(ops);
 }
 
 bool Store::HasPartition(const PartitionId& partition) const {

@@ -180,7 +180,9 @@ class Store {
   // ---- migration (DESIGN §7) -----------------------------------------------------------
   // Starts an empty copy of a partition at placement `epoch` that does not serve yet (the
   // target of a migration); any copy this server kept of the partition is dropped first.
-  Status BeginCopy(const PartitionId& partition, uint32_t epoch);
+  // load: the partition's operations per second where it comes from (its load here starts
+  // there).
+  Status BeginCopy(const PartitionId& partition, uint32_t epoch, double load = 0);
   // Ingests the records of one page (or run) image of the partition, as READ_PAGES returns
   // it, from byte `from` on (0: the first record). *used: where its records end (the `from`
   // of the next call for the same page while it is the source's open page); *run: the
@@ -194,6 +196,9 @@ class Store {
   // one-sided readers and page reads in flight drain first).
   void DropPartition(const PartitionId& partition);
   bool HasPartition(const PartitionId& partition) const;
+  // Operations the server did not see (clients' one-sided reads), counted into the
+  // partition's load.
+  void CountLoad(const PartitionId& partition, uint64_t ops);
   uint32_t PartitionEpoch(const PartitionId& partition) const;  // 0 without a copy
 
   // ---- durability ----------------------------------------------------------------------

@@ -89,6 +89,8 @@ class Partition : public std::enable_shared_from_this<Partition> {
   };
   Counts counts() const;
   double OpsPerSec() const { return hotness_.Rate(options_.now_ms()); }
+  void CountLoad(uint64_t ops) const { hotness_.Count(ops); }
+  void SeedLoad(double ops_per_sec) const { hotness_.Seed(ops_per_sec); }
 
   // ---- durability (durable/partition_durable.cpp) --------------------------------------
   // The pages appended or changed since the last call, and the segments retired since.
