@@ -157,6 +157,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)Decode(body, &c);
       std::vector<MigrationInfo> infos;
       (void)Decode(body, count, &infos);
+      LoadReport lr;
+      (void)Decode(body, count, &lr);
       MigrateCtlReply r;
       if (Decode(body, &r).ok()) {
         Encode(r, &out);
