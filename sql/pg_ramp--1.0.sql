@@ -165,6 +165,26 @@ CREATE VIEW ramp.migrations AS
            ON c.relfilenode = k.relfilenode AND c.reltablespace = k.reltablespace
    ORDER BY m.in_flight DESC, m.started DESC;
 
+-- The hot-partition rebalancer's plan (DESIGN §7): the moves that bring the most loaded
+-- server's load (decaying ops/s of its partitions, one-sided reads included) to at most
+-- threshold x the mean, hottest first, skipping partitions moved within the cool-down, with
+-- the max/mean load before and after. dry_run => false also makes the moves (superuser).
+CREATE FUNCTION ramp._rebalance(dry_run bool, threshold float8,
+    OUT keyspace bigint, OUT bucket int, OUT source int, OUT target int, OUT ops_per_sec float8,
+    OUT imbalance_before float8, OUT imbalance_after float8)
+    RETURNS SETOF record AS 'MODULE_PATHNAME', 'ramp_rebalance' LANGUAGE C VOLATILE STRICT;
+CREATE FUNCTION ramp.rebalance(dry_run bool DEFAULT true, threshold float8 DEFAULT 1.25,
+    OUT relation regclass, OUT keyspace bigint, OUT bucket int, OUT source int, OUT target int,
+    OUT ops_per_sec float8, OUT imbalance_before float8, OUT imbalance_after float8)
+    RETURNS SETOF record LANGUAGE sql VOLATILE AS $$
+  SELECT c.oid::regclass, r.keyspace, r.bucket, r.source, r.target, r.ops_per_sec,
+         r.imbalance_before, r.imbalance_after
+    FROM ramp._rebalance(dry_run, threshold) r
+    LEFT JOIN ramp.keyspaces k ON k.keyspace = r.keyspace AND k.kind <> 'd'
+    LEFT JOIN pg_catalog.pg_class c
+           ON c.relfilenode = k.relfilenode AND c.reltablespace = k.reltablespace
+$$;
+
 -- The keyspace holding a ramp table's rows or a ramp_hash index's entries (NULL otherwise).
 CREATE FUNCTION ramp.keyspace_of(rel regclass) RETURNS bigint LANGUAGE sql STABLE STRICT AS $$
   SELECT k.keyspace

@@ -4,6 +4,7 @@
 
 #include "ramp/client.h"
 #include "ramp/keyspace_catalog.h"
+#include "ramp/rebalance.h"
 #include "ramp/transport/endpoint.h"
 
 #include "sqlapi/guc.hpp"
@@ -136,6 +137,51 @@ Datum ramp_migrate_partition(PG_FUNCTION_ARGS) {
                   "migrating partition " + p.ToString());
   });
   PG_RETURN_VOID();
+}
+
+// The rebalancer's plan (ramp.rebalance); with dry_run false the moves are made (superuser).
+PG_FUNCTION_INFO_V1(ramp_rebalance);
+Datum ramp_rebalance(PG_FUNCTION_ARGS) {
+  using namespace pgramp;
+  const bool dry_run = PG_GETARG_BOOL(0);
+  const double threshold = PG_GETARG_FLOAT8(1);
+  if (!dry_run && !superuser()) {
+    ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                    errmsg("permission denied: only a superuser may move partitions"),
+                    errhint("ramp.rebalance(dry_run => true) shows the plan.")));
+  }
+  if (!(threshold > 1.0)) {
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("threshold must be above 1 (max/mean load), not %g", threshold)));
+  }
+  InitMaterializedSRF(fcinfo, 0);
+  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  Boundary([&] {
+    Session& session = Session::Get();
+    ramp::RebalanceOptions o;
+    o.threshold = threshold;
+    ramp::RebalancePlan plan;
+    session.Check(session.client().PlanRebalance(o, &plan), "planning the rebalance");
+    for (const ramp::PlannedMove& m : plan.moves) {
+      if (!dry_run) {
+        session.Check(session.client().MigratePartition(m.id, m.to),
+                      "migrating partition " + m.id.ToString());
+      }
+      PgCall([&] {
+        Datum values[7];
+        bool nulls[7] = {};
+        values[0] = Int64GetDatum(static_cast<int64>(m.id.keyspace));
+        values[1] = Int32GetDatum(static_cast<int32>(m.id.bucket));
+        values[2] = Int32GetDatum(static_cast<int32>(m.from));
+        values[3] = Int32GetDatum(static_cast<int32>(m.to));
+        values[4] = Float8GetDatum(m.load);
+        values[5] = Float8GetDatum(plan.imbalance_before);
+        values[6] = Float8GetDatum(plan.imbalance_after);
+        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+      });
+    }
+  });
+  return static_cast<Datum>(0);
 }
 
 // Migrations in flight and recently finished (ramp.migrations).

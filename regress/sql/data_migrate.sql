@@ -57,9 +57,18 @@ SET ROLE ramp_migrate_user;
 SELECT ramp.migrate_partition('mig', 3, 0);
 SELECT ramp._migrate_partition(1, 3, 0);
 RESET ROLE;
+-- The rebalancer's plan: anyone may look (dry run), moving needs a superuser; the threshold
+-- is checked.
+SET ROLE ramp_migrate_user;
+SELECT count(*) >= 0 AS planned FROM ramp.rebalance(dry_run => true);
+SELECT * FROM ramp.rebalance(dry_run => false);
+RESET ROLE;
+SELECT * FROM ramp.rebalance(threshold => 0.5);
 REVOKE USAGE ON SCHEMA ramp FROM ramp_migrate_user;
 DROP ROLE ramp_migrate_user;
 -- Nothing moved meanwhile.
 SELECT owner = :old_owner AS still_there, migrating
   FROM ramp.partitions() WHERE relation = 'mig'::regclass AND bucket = :bucket;
 DROP TABLE mig;
+DROP FUNCTION try_migrate(regclass, int, int);
+DROP EXTENSION pg_ramp;
