@@ -281,8 +281,10 @@ Status Client::OpenScan(KeyspaceId keyspace, const ScanOptions& options,
 
 Status Scanner::State::Repair(const PartitionId& part, const std::vector<std::string>& keys) {
   Client::Impl& c = *client->impl();
+  int moves = 0;
   for (size_t from = 0; from < keys.size(); from += kRepairBatch) {
     const size_t n = std::min(kRepairBatch, keys.size() - from);
+  again:
     protocol::GetRequest req;
     req.flags = protocol::kGetSnapshot;
     for (size_t i = 0; i < n; i++) req.items.push_back({part, keys[from + i], snapshot});
@@ -294,6 +296,16 @@ Status Scanner::State::Repair(const PartitionId& part, const std::vector<std::st
     protocol::GetReply gr;
     RAMP_RETURN_IF_ERROR(protocol::Decode(reply.body(), reply.header.count, &gr));
     if (gr.results.size() != n) return Status::Corruption("GET reply does not match its request");
+    if (!gr.results.empty() && gr.results[0].status == protocol::ItemStatus::kMoved &&
+        ++moves < kMaxMoves) {
+      // The partition moved since its pages were read: the same snapshot read at the new owner
+      // (the move carried the scan's watermark along).
+      c.NoteMoved(part, gr.results[0].owner, gr.results[0].epoch);
+      c.MoveBackoff(moves);
+      const PartitionId one[] = {part};
+      RAMP_RETURN_IF_ERROR(c.ResolveOwners(one));
+      goto again;
+    }
     for (size_t i = 0; i < n; i++) {
       const auto& r = gr.results[i];
       stats.repaired++;

@@ -675,6 +675,7 @@ void Encode(const MigrateCtlReply& m, std::string* out) {
   w.PutU64(m.free_bytes);
   w.PutU32(m.page_count);
   w.PutU64(m.load_mops);
+  PutTs(w, m.watermark);
   PutView(w, m.error);
 }
 
@@ -685,7 +686,7 @@ Status Decode(std::string_view body, MigrateCtlReply* out) {
       !r.GetU8(&out->finished) || !r.GetU64(&out->bytes_copied) || !r.GetU64(&out->bytes_total) ||
       !r.GetU64(&out->partition_bytes) || !r.GetU64(&out->free_bytes) ||
       !r.GetU32(&out->page_count) ||
-      !r.GetU64(&out->load_mops) || !GetView(r, &err)) {
+      !r.GetU64(&out->load_mops) || !GetTs(r, &out->watermark) || !GetView(r, &err)) {
     return Truncated("MIGRATE_CTL reply");
   }
   out->error.assign(err);

@@ -348,6 +348,7 @@ struct MigrateCtlReply {
   uint64_t free_bytes = 0;       // kProbe: page memory free here
   uint32_t page_count = 0;       // kProbe: pages in the partition's log so far
   uint64_t load_mops = 0;        // kProbe: the partition's load here (milli-ops/s)
+  Timestamp watermark;           // kProbe: the partition's scan watermark here
   std::string error;             // kPullStatus: why the copy failed
 };
 void Encode(const MigrateCtl& m, std::string* out);

@@ -375,6 +375,7 @@ Status Migrations::Control(const MigrateCtl& m, MigrateCtlReply* out) {
       out->exists = store->HasPartition(p);
       out->owns = ctx_->directory->Owns(p);
       out->page_count = store->PageCount(p);
+      out->watermark = store->Watermark(p);
       for (const store::PartitionInfo& i : store->PartitionInfos()) {
         if (i.id == p) out->partition_bytes = i.bytes;
       }
@@ -602,6 +603,9 @@ void Migrations::Pull(std::shared_ptr<Puller> pl) {
     rounds++;
     if (rounds == 1) Hook("target-during-copy");
     if (final_round) {
+      // Scans that opened at the source keep their snapshot here: PREPAREs at or below its
+      // watermark stay refused.
+      if (!probe.watermark.zero()) (void)ctx_->store->RaiseWatermark(p, probe.watermark);
       if (!(st = ctx_->store->SyncLog()).ok()) return fail(st);
       Hook("target-after-finish");
       pl->finished.store(true);

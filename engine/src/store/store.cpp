@@ -440,6 +440,11 @@ void Store::DropPartition(const PartitionId& partition) {
   p->Drop();
 }
 
+Timestamp Store::Watermark(const PartitionId& partition) const {
+  std::shared_ptr<Partition> p = impl_->Find(partition);
+  return p == nullptr ? Timestamp() : p->Watermark();
+}
+
 void Store::CountLoad(const PartitionId& partition, uint64_t ops) {
   if (std::shared_ptr<Partition> p = impl_->Find(partition)) p->CountLoad(ops);
 }

@@ -199,6 +199,8 @@ class Store {
   // Operations the server did not see (clients' one-sided reads), counted into the
   // partition's load.
   void CountLoad(const PartitionId& partition, uint64_t ops);
+  // The partition's scan watermark (zero without a copy).
+  Timestamp Watermark(const PartitionId& partition) const;
   uint32_t PartitionEpoch(const PartitionId& partition) const;  // 0 without a copy
 
   // ---- durability ----------------------------------------------------------------------

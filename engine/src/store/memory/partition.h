@@ -58,6 +58,7 @@ class Partition : public std::enable_shared_from_this<Partition> {
   TxnState QueryTxn(const Timestamp& ts, bool fence);
   void AppendPending(uint64_t cutoff_ms, std::vector<PendingTxn>* out) const;
   std::vector<Timestamp> RaiseWatermark(const Timestamp& ts);
+  Timestamp Watermark() const;
 
   void Get(const ReadItem& item, uint8_t flags, ReadResult* out) const;
   using ScanVisitor = std::function<bool(std::string_view key, const Timestamp& ts,

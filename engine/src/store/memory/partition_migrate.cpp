@@ -21,6 +21,11 @@ void Partition::SetEpoch(uint32_t epoch) {
   epoch_ = epoch;
 }
 
+Timestamp Partition::Watermark() const {
+  std::shared_lock lock(mu_);
+  return watermark_;
+}
+
 bool Partition::serving() const {
   std::shared_lock lock(mu_);
   return serving_;
