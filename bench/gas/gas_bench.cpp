@@ -210,7 +210,8 @@ void MigrationUnderLoad(const testing::TestCluster& tc, int mib, const std::stri
   }
   const double p99b = Percentile(before, 0.99), p99d = Percentile(during, 0.99);
   std::printf(
-      "migration: %.1f MiB of records of a %d MiB partition moved in %.3f s under load; "
+      "migration: %.1f MiB of records (%d MiB loaded, the rest the writer's versions) moved in "
+      "%.3f s under load; "
       "reads p99 %.1f us before, %.1f us during (%llu reads); longest write %.2f ms "
       "(%.2f ms before)\n",
       bytes / 1048576.0, mib, m1 - m0, p99b, p99d, static_cast<unsigned long long>(reads_during),
