@@ -26,6 +26,8 @@ constexpr uint64_t kCaughtUpBytes = 64 * 1024;
 constexpr uint32_t kPagesPerRead = 64;
 // How often the home polls the target, and how many failed polls in a row abandon a move.
 constexpr int kPollMs = 5;
+// During the cutover (writes wait for it) the target is polled more often.
+constexpr int kCutoverPollMs = 1;
 constexpr int kMaxFailedPolls = 200;
 
 uint64_t UnixMs() {
@@ -131,10 +133,14 @@ void Migrations::Start(const protocol::MigrateRequest& req, const protocol::Head
 }
 
 Status Migrations::Ctl(uint32_t node, const MigrateCtl& m, MigrateCtlReply* out) {
-  // One client per call: these are rare, and a fresh client never routes by stale state.
-  std::unique_ptr<Client> client;
-  RAMP_RETURN_IF_ERROR(Client::Open(peer_, &client));
-  return CtlVia(client.get(), node, m, out).Annotate("node " + std::to_string(node));
+  // One client per driver thread (Clients are single-threaded), kept across the steps of a
+  // move so that the cutover's steps do not each pay a connection; dropped after an error
+  // (the peer may have restarted).
+  thread_local std::unique_ptr<Client> client;
+  if (client == nullptr) RAMP_RETURN_IF_ERROR(Client::Open(peer_, &client));
+  Status st = CtlVia(client.get(), node, m, out);
+  if (!st.ok() && !st.Is(Status::Code::kInvalidArgument)) client.reset();
+  return st.Annotate("node " + std::to_string(node));
 }
 
 bool Migrations::CtlUntilApplied(uint32_t node, const MigrateCtl& m) {
@@ -236,7 +242,7 @@ void Migrations::Run(MigrationState m) {
   if (!st.ok()) return RollBack(m, "the target could not start copying: " + st.ToString(), false);
   auto poll = [&](bool want_finished, std::string* why) {
     int failed = 0;
-    while (Sleep(kPollMs)) {
+    while (Sleep(want_finished ? kCutoverPollMs : kPollMs)) {
       MigrateCtlReply s;
       Status ps = Ctl(m.target, MigrateCtl{MigrateAction::kPullStatus, p, 0, 0, 0}, &s);
       if (!ps.ok()) {
