@@ -74,14 +74,14 @@ Migrations::~Migrations() {
 void Migrations::Stop() {
   stop_.store(true);
   cv_.notify_all();
-  std::vector<std::thread> threads;
+  std::vector<Task> threads;
   std::vector<std::shared_ptr<Puller>> pullers;
   {
     std::lock_guard lock(mu_);
     threads.swap(threads_);
     for (auto& [p, pl] : pullers_) pullers.push_back(pl);
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : threads) t.thread.join();
   for (auto& p : pullers) {
     p->cancel.store(true);
     if (p->thread.joinable()) p->thread.join();
@@ -102,9 +102,26 @@ bool Migrations::Sleep(int ms) {
 }
 
 void Migrations::Spawn(std::function<void()> f) {
-  std::lock_guard lock(mu_);
-  if (stop_.load()) return;
-  threads_.emplace_back(std::move(f));
+  std::vector<Task> finished;  // joined here, so that threads of past moves do not pile up
+  {
+    std::lock_guard lock(mu_);
+    if (stop_.load()) return;
+    for (auto it = threads_.begin(); it != threads_.end();) {
+      if (it->done->load()) {
+        finished.push_back(std::move(*it));
+        it = threads_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    threads_.push_back(Task{std::thread([f = std::move(f), done] {
+                              f();
+                              done->store(true);
+                            }),
+                            done});
+  }
+  for (auto& t : finished) t.thread.join();
 }
 
 // ---- the home ------------------------------------------------------------------------------

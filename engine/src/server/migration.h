@@ -87,7 +87,11 @@ class Migrations {
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::thread> threads_;
+  struct Task {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Task> threads_;
   std::map<PartitionId, std::shared_ptr<Puller>> pullers_;  // target side
 };
 
