@@ -93,22 +93,96 @@ CREATE FUNCTION ramp.cluster_status(
 
 CREATE FUNCTION ramp._partitions(
     OUT keyspace bigint, OUT bucket int, OUT owner int, OUT home int, OUT epoch bigint,
-    OUT keys bigint, OUT bytes bigint, OUT ops_per_sec float8)
+    OUT keys bigint, OUT bytes bigint, OUT ops_per_sec float8, OUT migrating bool)
     RETURNS SETOF record AS 'MODULE_PATHNAME', 'ramp_partitions_raw' LANGUAGE C VOLATILE;
 
--- Every partition of the cluster: owner, home, size, hotness, and the relation of this
--- database it belongs to (NULL: another database's, or a raw key-value keyspace).
+-- Every partition of the cluster: owner (where it is served now), home (which holds its
+-- directory entry), epoch (raised by every move), size, load (ops_per_sec, a decaying
+-- average), whether a migration of it is in flight, and the relation of this database it
+-- belongs to (NULL: another database's, or a raw key-value keyspace).
 CREATE FUNCTION ramp.partitions(
     OUT relation regclass, OUT keyspace bigint, OUT bucket int, OUT owner int, OUT home int,
-    OUT epoch bigint, OUT keys bigint, OUT bytes bigint, OUT ops_per_sec float8)
+    OUT epoch bigint, OUT keys bigint, OUT bytes bigint, OUT ops_per_sec float8,
+    OUT migrating bool)
     RETURNS SETOF record LANGUAGE sql VOLATILE AS $$
   SELECT c.oid::regclass, p.keyspace, p.bucket, p.owner, p.home, p.epoch, p.keys, p.bytes,
-         p.ops_per_sec
+         p.ops_per_sec, p.migrating
     FROM ramp._partitions() p
     LEFT JOIN ramp.keyspaces k ON k.keyspace = p.keyspace AND k.kind <> 'd'
     LEFT JOIN pg_catalog.pg_class c
            ON c.relfilenode = k.relfilenode AND c.reltablespace = k.reltablespace
    ORDER BY p.keyspace, p.bucket
+$$;
+
+-- Partition migration (DESIGN §7). ramp.migrate_partition moves partition `bucket` of a ramp
+-- table or index to server `node` while it stays readable and writable (writes pause only
+-- at the cutover) and returns once the move is done; superuser only. Refused with the
+-- reason: not a ramp relation, a bucket it does not have, an unknown node, the node it is
+-- on already, a move of it already in flight, a target that is down or has no room.
+CREATE FUNCTION ramp._migrate_partition(keyspace bigint, bucket int, node int) RETURNS void
+    AS 'MODULE_PATHNAME', 'ramp_migrate_partition' LANGUAGE C VOLATILE STRICT;
+CREATE FUNCTION ramp.migrate_partition(rel regclass, bucket int, node int) RETURNS void
+    LANGUAGE plpgsql VOLATILE STRICT AS $$
+DECLARE
+  ks bigint;
+  nb int;
+BEGIN
+  SELECT k.keyspace, k.buckets INTO ks, nb
+    FROM ramp.keyspaces k
+    JOIN pg_catalog.pg_class c
+      ON c.relfilenode = k.relfilenode AND c.reltablespace = k.reltablespace
+   WHERE c.oid = rel AND k.kind <> 'd';
+  IF ks IS NULL THEN
+    RAISE EXCEPTION '"%" is not a ramp table or index', rel
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF bucket < 0 OR bucket >= nb THEN
+    RAISE EXCEPTION 'unknown partition: "%" has buckets 0 to %, not %', rel, nb - 1, bucket
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  PERFORM ramp._migrate_partition(ks, bucket, node);
+END
+$$;
+REVOKE ALL ON FUNCTION ramp._migrate_partition(bigint, int, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION ramp.migrate_partition(regclass, int, int) FROM PUBLIC;
+
+CREATE FUNCTION ramp._migrations(
+    OUT keyspace bigint, OUT bucket int, OUT home int, OUT source int, OUT target int,
+    OUT phase text, OUT in_flight bool, OUT bytes_copied bigint, OUT bytes_total bigint,
+    OUT started timestamptz, OUT error text)
+    RETURNS SETOF record AS 'MODULE_PATHNAME', 'ramp_migrations_raw' LANGUAGE C VOLATILE;
+
+-- Migrations in flight and recently finished (in the spirit of pg_stat_progress_*): the
+-- partition, where from and to, the phase (copying, cutover, committed; then done, rolled
+-- back), the bytes of its log copied so far of the total, when it started, and why a move
+-- rolled back.
+CREATE VIEW ramp.migrations AS
+  SELECT c.oid::regclass AS relation, m.keyspace, m.bucket, m.source, m.target, m.phase,
+         m.bytes_copied, m.bytes_total, m.started, m.in_flight, m.home, m.error
+    FROM ramp._migrations() m
+    LEFT JOIN ramp.keyspaces k ON k.keyspace = m.keyspace AND k.kind <> 'd'
+    LEFT JOIN pg_catalog.pg_class c
+           ON c.relfilenode = k.relfilenode AND c.reltablespace = k.reltablespace
+   ORDER BY m.in_flight DESC, m.started DESC;
+
+-- The hot-partition rebalancer's plan (DESIGN §7): the moves that bring the most loaded
+-- server's load (decaying ops/s of its partitions, one-sided reads included) to at most
+-- threshold x the mean, hottest first, skipping partitions moved within the cool-down, with
+-- the max/mean load before and after. dry_run => false also makes the moves (superuser).
+CREATE FUNCTION ramp._rebalance(dry_run bool, threshold float8,
+    OUT keyspace bigint, OUT bucket int, OUT source int, OUT target int, OUT ops_per_sec float8,
+    OUT imbalance_before float8, OUT imbalance_after float8)
+    RETURNS SETOF record AS 'MODULE_PATHNAME', 'ramp_rebalance' LANGUAGE C VOLATILE STRICT;
+CREATE FUNCTION ramp.rebalance(dry_run bool DEFAULT true, threshold float8 DEFAULT 1.25,
+    OUT relation regclass, OUT keyspace bigint, OUT bucket int, OUT source int, OUT target int,
+    OUT ops_per_sec float8, OUT imbalance_before float8, OUT imbalance_after float8)
+    RETURNS SETOF record LANGUAGE sql VOLATILE AS $$
+  SELECT c.oid::regclass, r.keyspace, r.bucket, r.source, r.target, r.ops_per_sec,
+         r.imbalance_before, r.imbalance_after
+    FROM ramp._rebalance(dry_run, threshold) r
+    LEFT JOIN ramp.keyspaces k ON k.keyspace = r.keyspace AND k.kind <> 'd'
+    LEFT JOIN pg_catalog.pg_class c
+           ON c.relfilenode = k.relfilenode AND c.reltablespace = k.reltablespace
 $$;
 
 -- The keyspace holding a ramp table's rows or a ramp_hash index's entries (NULL otherwise).

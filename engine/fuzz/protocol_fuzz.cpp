@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
   const uint32_t count = size > 2 ? data[1] : 0;
   std::string out;
-  switch (selector % 20) {
+  switch (selector % 21) {
     case 0: {
       Header h;
       (void)DecodeHeader(body, &h);
@@ -165,6 +165,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)Decode(body, count, &w);
       WaitsForReply wr;
       (void)Decode(body, count, &wr);
+      break;
+    }
+    case 20: {
+      // Migration messages; a MIGRATE_CTL reply that decodes must survive a round trip.
+      MigrateRequest mr;
+      (void)Decode(body, &mr);
+      MigrateCtl c;
+      (void)Decode(body, &c);
+      std::vector<MigrationInfo> infos;
+      (void)Decode(body, count, &infos);
+      LoadReport lr;
+      (void)Decode(body, count, &lr);
+      MigrateCtlReply r;
+      if (Decode(body, &r).ok()) {
+        Encode(r, &out);
+        MigrateCtlReply again;
+        if (!Decode(out, &again).ok() || again.error != r.error) __builtin_trap();
+      }
       break;
     }
     default:

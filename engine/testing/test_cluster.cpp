@@ -126,6 +126,7 @@ Status TestCluster::Launch(int node) {
     args.push_back(n.page_dir);
   }
   for (const auto& a : options_.extra_args) args.push_back(a);
+  for (const auto& a : n.args) args.push_back(a);
   // Each (re)start appends to the node's log; WaitReady counts "ready" lines.
   const std::string log = log_path(node);
   pid_t pid = fork();
@@ -179,6 +180,15 @@ Status TestCluster::Kill(int node, int sig) {
   waitpid(n.pid, &status, 0);
   n.pid = -1;
   return Status::OK();
+}
+
+bool TestCluster::Exited(int node) {
+  NodeProc& n = nodes_[node];
+  if (n.pid <= 0) return true;
+  int status = 0;
+  if (waitpid(n.pid, &status, WNOHANG) != n.pid) return false;
+  n.pid = -1;
+  return true;
 }
 
 Status TestCluster::Restart(int node) {

@@ -48,6 +48,10 @@ class TestCluster {
   // Starts a stopped node again (same endpoints, same data directory).
   Status Restart(int node);
   bool running(int node) const { return nodes_[node].pid > 0; }
+  // Whether a node's process ended by itself (reaped then; Restart starts it again).
+  bool Exited(int node);
+  // Arguments added to a node's command line from its next (re)start on.
+  void SetNodeArgs(int node, std::vector<std::string> args) { nodes_[node].args = std::move(args); }
   pid_t pid(int node) const { return nodes_[node].pid; }
 
  private:
@@ -58,6 +62,7 @@ class TestCluster {
     std::string page_dir;
     pid_t pid = -1;
     int restarts = 0;
+    std::vector<std::string> args;  // SetNodeArgs
   };
   TestCluster() = default;
   Status Launch(int node);

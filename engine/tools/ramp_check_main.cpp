@@ -2,7 +2,13 @@
 // Exit status: 0 no fractured read, 1 fractured reads seen, 2 error.
 #include <signal.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <random>
+#include <thread>
+#include <vector>
 
 #include "checker/atomicity_checker.h"
 #include "flags.h"
@@ -23,6 +29,8 @@ read whole groups and report fractured reads (tags that differ).
   --tolerate-unavailable  retry through server restarts instead of failing
   --no-round2           debug: disable RAMP's second round (must produce fractured reads)
   --commit-delay-us N   debug: stagger COMMIT between servers
+  --migrate             move the partitions of the checker's keys between the servers, one
+                        after the other, for the whole run (ramp.migrate_partition's path)
 )";
 }  // namespace
 
@@ -32,7 +40,7 @@ int main(int argc, char** argv) {
   SetLogLevel(LogLevel::kWarning);
   tools::Flags flags({"nodes", "token-file", "read-path", "duration-ms", "writers", "readers",
                       "groups", "keys", "commit-delay-us"},
-                     {"help", "no-round2", "tolerate-unavailable"});
+                     {"help", "no-round2", "tolerate-unavailable", "migrate"});
   Status st = flags.Parse(argc, argv);
   auto fail = [](const Status& s) {
     std::fprintf(stderr, "ramp_check: %s\n", s.ToString().c_str());
@@ -71,8 +79,55 @@ int main(int argc, char** argv) {
   o.client.disable_round2 = flags.Has("no-round2");
   o.tolerate_unavailable = flags.Has("tolerate-unavailable");
 
+  // Continuous migrations of the checker's partitions (DESIGN §7).
+  std::atomic<bool> done{false};
+  std::atomic<int> moves{0};
+  Status move_error;
+  std::thread mover;
+  if (flags.Has("migrate")) {
+    mover = std::thread([&] {
+      std::unique_ptr<Client> c;
+      ClientOptions co = o.client;
+      if (!(move_error = Client::Open(co, &c)).ok()) return;
+      std::vector<PartitionId> parts;
+      for (int g = 0; g < o.groups; g++) {
+        for (int m = 0; m < o.keys_per_group; m++) {
+          const PartitionId p{o.keyspace, BucketOf(checker::GroupMemberKey(g, m), kDefaultBuckets)};
+          if (std::find(parts.begin(), parts.end(), p) == parts.end()) parts.push_back(p);
+        }
+      }
+      std::mt19937 rng(1);
+      while (!done.load()) {
+        const PartitionId p = parts[rng() % parts.size()];
+        std::vector<PartitionStatus> all;
+        if (!c->Partitions(&all).ok()) continue;
+        uint32_t owner = UINT32_MAX;
+        for (const auto& s : all) {
+          if (s.id == p) owner = s.owner;
+        }
+        if (owner == UINT32_MAX || c->node_count() < 2) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          continue;
+        }
+        const uint32_t to = (owner + 1 + rng() % (c->node_count() - 1)) % c->node_count();
+        Status st = c->MigratePartition(p, to);
+        if (st.ok()) {
+          moves++;
+        } else if (!st.Is(Status::Code::kNotFound)) {
+          move_error = st;
+          return;
+        }
+      }
+    });
+  }
   checker::AtomicityReport r = checker::RunAtomicityCheck(o);
+  done.store(true);
+  if (mover.joinable()) mover.join();
   std::printf("ramp_check: %s\n", r.Summary().c_str());
+  if (flags.Has("migrate")) {
+    std::printf("ramp_check: %d migrations during the run\n", moves.load());
+    if (!move_error.ok()) return fail(move_error.Annotate("migrating"));
+  }
   if (!r.error.ok()) return 2;
   return r.fractured == 0 ? 0 : 1;
 }

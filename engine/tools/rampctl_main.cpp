@@ -8,19 +8,28 @@
 #include <ctime>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "flags.h"
 #include "ramp/client.h"
 #include "ramp/keyspace_catalog.h"
 #include "ramp/log.h"
+#include "ramp/rebalance.h"
 #include "ramp/transport/transport.h"
 
 namespace {
 
 const char* kUsage = R"(usage: rampctl --node URI [--token-file FILE] COMMAND
 
-  status        every server: reachable, partitions, keys, bytes, requests served
-  partitions    every partition: owner, home, epoch, keys, bytes, ops/s
+  status        every server: reachable, partitions, keys, bytes, requests served; then
+                the partition migrations in flight (and recently finished)
+  partitions    every partition: owner, home, epoch, migrating, keys, bytes, ops/s
+  migrate KEYSPACE BUCKET NODE
+                moves a partition to a node while it stays readable and writable (writes
+                pause only at the cutover); shows progress until it is done
+  rebalance [--dry-run] [--threshold-pct N]
+                the hot-partition rebalancer's plan (partitions' loads, max/mean load of
+                the servers before and after) and, without --dry-run, its moves
   keyspaces     every keyspace: the cluster's keyspace catalog (database, schema, relation,
                 creating PostgreSQL server and database, state) with the size on the
                 cluster; keyspaces with data but no catalog entry show as "unregistered"
@@ -35,6 +44,8 @@ const char* kUsage = R"(usage: rampctl --node URI [--token-file FILE] COMMAND
   --token-file FILE   the cluster token
   --timeout-ms N      how long to wait for answers (default 5000)
   --force             drop-keyspace: also a live keyspace
+  --dry-run           rebalance: show the plan, move nothing
+  --threshold-pct N   rebalance: act above N % of the mean load (default 125)
 )";
 
 int Fail(const ramp::Status& s) {
@@ -118,6 +129,81 @@ int ListKeyspaces(ramp::Client* client) {
   return 0;
 }
 
+void PrintMigrations(const std::vector<ramp::MigrationStatus>& moves) {
+  std::printf("\n%-20s %-6s %-6s %-6s %-6s %-12s %-24s %-20s %s\n", "keyspace", "bucket", "home",
+              "source", "target", "phase", "copied", "started", "note");
+  for (const auto& m : moves) {
+    const std::string copied = Bytes(m.bytes_copied) + " of " + Bytes(m.bytes_total);
+    std::printf("%-20" PRIu64 " %-6u %-6u %-6u %-6u %-12s %-24s %-20s %s\n", m.id.keyspace,
+                m.id.bucket, m.home, m.source, m.target, m.phase.c_str(), copied.c_str(),
+                Time(m.started_unix_ms).c_str(), m.error.c_str());
+  }
+}
+
+bool ParseU64(const std::string& arg, uint64_t max, uint64_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(arg.c_str(), &end, 10);
+  if (arg.empty() || arg[0] == '-' || *end != '\0' || errno != 0 || v > max) return false;
+  *out = v;
+  return true;
+}
+
+int Migrate(ramp::Client* client, const std::vector<std::string>& args) {
+  using namespace ramp;
+  if (args.size() != 4) {
+    return Fail(Status::InvalidArgument("usage: rampctl migrate KEYSPACE BUCKET NODE"));
+  }
+  uint64_t keyspace = 0, bucket = 0, node = 0;
+  if (!ParseU64(args[1], UINT64_MAX, &keyspace)) {
+    return Fail(Status::InvalidArgument("keyspace id '" + args[1] + "' is not a decimal number"));
+  }
+  if (!ParseU64(args[2], UINT32_MAX, &bucket)) {
+    return Fail(Status::InvalidArgument("bucket '" + args[2] + "' is not a decimal number"));
+  }
+  if (!ParseU64(args[3], UINT32_MAX, &node)) {
+    return Fail(Status::InvalidArgument("node '" + args[3] + "' is not a decimal number"));
+  }
+  const PartitionId p{keyspace, static_cast<uint32_t>(bucket)};
+  std::string last;
+  Status st =
+      client->MigratePartition(p, static_cast<uint32_t>(node), true, [&](const MigrationStatus& m) {
+        const std::string line =
+            m.phase + ": " + Bytes(m.bytes_copied) + " of " + Bytes(m.bytes_total) + " copied";
+        if (line == last) return;
+        last = line;
+        std::printf("%s %s\n", p.ToString().c_str(), line.c_str());
+        std::fflush(stdout);
+      });
+  if (!st.ok()) return Fail(st);
+  std::printf("moved %s to node %llu\n", p.ToString().c_str(),
+              static_cast<unsigned long long>(node));
+  return 0;
+}
+
+int Rebalance(ramp::Client* client, bool dry_run, long threshold_pct) {
+  using namespace ramp;
+  RebalanceOptions o;
+  o.threshold = static_cast<double>(threshold_pct) / 100.0;
+  RebalancePlan plan;
+  Status st = client->PlanRebalance(o, &plan);
+  if (!st.ok()) return Fail(st);
+  std::printf("load per node (ops/s):");
+  for (size_t n = 0; n < plan.load_before.size(); n++) {
+    std::printf(" %zu: %.1f -> %.1f", n, plan.load_before[n], plan.load_after[n]);
+  }
+  std::printf("\nmax/mean load: %.2f -> %.2f (threshold %.2f)\n", plan.imbalance_before,
+              plan.imbalance_after, o.threshold);
+  for (const auto& m : plan.moves) {
+    std::printf("%s %s (%.1f ops/s) from node %u to node %u\n", dry_run ? "would move" : "moving",
+                m.id.ToString().c_str(), m.load, m.from, m.to);
+    if (dry_run) continue;
+    if (!(st = client->MigratePartition(m.id, m.to)).ok()) return Fail(st);
+  }
+  std::printf("%s\n", plan.why.c_str());
+  return 0;
+}
+
 int DropKeyspace(ramp::Client* client, const std::string& arg, bool force) {
   using namespace ramp;
   char* end = nullptr;
@@ -152,7 +238,8 @@ int main(int argc, char** argv) {
   using namespace ramp;
   signal(SIGPIPE, SIG_IGN);
   SetLogLevel(LogLevel::kWarning);
-  tools::Flags flags({"node", "token-file", "timeout-ms"}, {"help", "force"});
+  tools::Flags flags({"node", "token-file", "timeout-ms", "threshold-pct"},
+                     {"help", "force", "dry-run"});
   Status st = flags.Parse(argc, argv);
   if (!st.ok()) return Fail(st);
   if (flags.Has("help") || flags.positional().empty()) {
@@ -196,18 +283,27 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(s.ops), s.endpoints.c_str(),
                   s.reachable ? "" : "  ", s.error.c_str());
     }
+    std::vector<MigrationStatus> moves;
+    if (down == 0 && client->Migrations(&moves).ok() && !moves.empty()) PrintMigrations(moves);
     return down == 0 ? 0 : 1;
+  }
+  if (cmd == "migrate") return Migrate(client.get(), flags.positional());
+  if (cmd == "rebalance") {
+    long pct = 0;
+    if (!(st = flags.GetInt("threshold-pct", 125, 101, 1000, &pct)).ok()) return Fail(st);
+    return Rebalance(client.get(), flags.Has("dry-run"), pct);
   }
   if (cmd == "partitions") {
     std::vector<PartitionStatus> parts;
     st = client->Partitions(&parts);
     if (!st.ok()) return Fail(st);
-    std::printf("%-20s %-6s %-6s %-5s %-6s %-12s %-12s %s\n", "keyspace", "bucket", "owner", "home",
-                "epoch", "keys", "bytes", "ops/s");
+    std::printf("%-20s %-6s %-6s %-5s %-6s %-9s %-12s %-12s %s\n", "keyspace", "bucket", "owner",
+                "home", "epoch", "migrating", "keys", "bytes", "ops/s");
     for (const auto& p : parts) {
-      std::printf("%-20" PRIu64 " %-6u %-6u %-5u %-6llu %-12llu %-12s %.1f\n", p.id.keyspace,
+      std::printf("%-20" PRIu64 " %-6u %-6u %-5u %-6llu %-9s %-12llu %-12s %.1f\n", p.id.keyspace,
                   p.id.bucket, p.owner, p.home, static_cast<unsigned long long>(p.epoch),
-                  static_cast<unsigned long long>(p.keys), Bytes(p.bytes).c_str(), p.ops_per_sec);
+                  p.migrating ? "yes" : "no", static_cast<unsigned long long>(p.keys),
+                  Bytes(p.bytes).c_str(), p.ops_per_sec);
     }
     return 0;
   }
@@ -218,6 +314,7 @@ int main(int argc, char** argv) {
     }
     return DropKeyspace(client.get(), flags.positional()[1], flags.Has("force"));
   }
-  return Fail(Status::InvalidArgument("unknown command '" + cmd +
-                                      "' (status, partitions, keyspaces, drop-keyspace)"));
+  return Fail(Status::InvalidArgument(
+      "unknown command '" + cmd +
+      "' (status, partitions, migrate, rebalance, keyspaces, drop-keyspace)"));
 }

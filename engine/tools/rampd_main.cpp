@@ -65,6 +65,16 @@ Serves pg_ramp partitions: RAMP-Fast transactions, one-sided reads, page I/O.
   --page-direct-io    read page files with O_DIRECT (bypass the page cache)
   --no-io-uring       read page files with pread instead of io_uring
   --debug-page-fault F  inject disk read faults (tests): eio:<page> or short:<page>
+  --rebalance-interval-ms N  the hot-partition rebalancer looks at the partitions' loads
+                      every N ms and moves the hottest off the most loaded server (0, the
+                      default: off); every server runs it, the lowest-numbered one that
+                      answers acts
+  --rebalance-threshold-pct N  it acts when the most loaded server carries more than N %
+                      of the mean load (default 125)
+  --rebalance-cooldown-ms N  a moved partition stays put this long (default 60000)
+  --test-crash-at STEP  tests: SIGKILL this process at a migration step (home-after-begin,
+                      home-after-cutover, home-after-release, home-after-commit,
+                      source-after-release, target-during-copy, target-after-finish)
   --log-level LEVEL   debug, info, warning, error (default info)
   --config FILE       read "name = value" settings (the names of these options)
   --help              this text
@@ -121,7 +131,8 @@ int main(int argc, char** argv) {
        "gc-grace-ms", "txn-timeout-ms", "max-connections", "max-value-kb", "log-level", "config",
        "page-dir", "memory-budget-mb", "io-workers", "page-io", "debug-page-fault",
        "handshake-timeout-ms", "max-pending-handshakes", "max-pending-handshakes-per-source",
-       "shm-socket-mode", "shm-socket-group"},
+       "shm-socket-mode", "shm-socket-group", "test-crash-at", "rebalance-interval-ms",
+       "rebalance-threshold-pct", "rebalance-cooldown-ms"},
       {"help", "page-direct-io", "no-io-uring"});
   // clang-format on
   Status st = flags.Parse(argc, argv);
@@ -191,6 +202,13 @@ int main(int argc, char** argv) {
   o.limits.max_value_bytes = static_cast<size_t>(v) << 10;
   o.data_dir = flags.Get("data");
   o.page_dir = flags.Get("page-dir");
+  o.test_crash_at = flags.Get("test-crash-at");
+  if (!(st = flags.GetInt("rebalance-interval-ms", 0, 0, 3600000, &v)).ok()) return Fail(st);
+  o.rebalance_interval_ms = static_cast<int>(v);
+  if (!(st = flags.GetInt("rebalance-threshold-pct", 125, 101, 1000, &v)).ok()) return Fail(st);
+  o.rebalance_threshold = static_cast<double>(v) / 100.0;
+  if (!(st = flags.GetInt("rebalance-cooldown-ms", 60000, 0, 86400000, &v)).ok()) return Fail(st);
+  o.rebalance_cooldown_ms = static_cast<int>(v);
   if (flags.Has("memory-budget-mb")) {
     // The budget evicts complete pages to the page files of remote page I/O; the durable
     // log keeps its own segment files, written at checkpoints from the pages in memory.

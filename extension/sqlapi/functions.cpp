@@ -4,6 +4,7 @@
 
 #include "ramp/client.h"
 #include "ramp/keyspace_catalog.h"
+#include "ramp/rebalance.h"
 #include "ramp/transport/endpoint.h"
 
 #include "sqlapi/guc.hpp"
@@ -94,8 +95,8 @@ Datum ramp_partitions_raw(PG_FUNCTION_ARGS) {
     session.Check(session.client().Partitions(&partitions), "reading the partition table");
     for (const ramp::PartitionStatus& p : partitions) {
       PgCall([&] {
-        Datum values[8];
-        bool nulls[8] = {};
+        Datum values[9];
+        bool nulls[9] = {};
         values[0] = Int64GetDatum(static_cast<int64>(p.id.keyspace));
         values[1] = Int32GetDatum(static_cast<int32>(p.id.bucket));
         values[2] = Int32GetDatum(static_cast<int32>(p.owner));
@@ -104,6 +105,114 @@ Datum ramp_partitions_raw(PG_FUNCTION_ARGS) {
         values[5] = Int64GetDatum(static_cast<int64>(p.keys));
         values[6] = Int64GetDatum(static_cast<int64>(p.bytes));
         values[7] = Float8GetDatum(p.ops_per_sec);
+        values[8] = BoolGetDatum(p.migrating);
+        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+      });
+    }
+  });
+  return static_cast<Datum>(0);
+}
+
+// Moves a partition (ramp.migrate_partition, which resolves the relation): superuser only.
+PG_FUNCTION_INFO_V1(ramp_migrate_partition);
+Datum ramp_migrate_partition(PG_FUNCTION_ARGS) {
+  using namespace pgramp;
+  const int64 keyspace = PG_GETARG_INT64(0);
+  const int32 bucket = PG_GETARG_INT32(1);
+  const int32 node = PG_GETARG_INT32(2);
+  if (!superuser()) {
+    ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                    errmsg("permission denied: only a superuser may migrate partitions")));
+  }
+  if (node < 0 || bucket < 0) {
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg(node < 0 ? "unknown node %d" : "unknown partition: bucket %d",
+                           node < 0 ? node : bucket)));
+  }
+  Boundary([&] {
+    Session& session = Session::Get();
+    const ramp::PartitionId p{static_cast<ramp::KeyspaceId>(keyspace),
+                              static_cast<uint32_t>(bucket)};
+    session.Check(session.client().MigratePartition(p, static_cast<uint32_t>(node)),
+                  "migrating partition " + p.ToString());
+  });
+  PG_RETURN_VOID();
+}
+
+// The rebalancer's plan (ramp.rebalance); with dry_run false the moves are made (superuser).
+PG_FUNCTION_INFO_V1(ramp_rebalance);
+Datum ramp_rebalance(PG_FUNCTION_ARGS) {
+  using namespace pgramp;
+  const bool dry_run = PG_GETARG_BOOL(0);
+  const double threshold = PG_GETARG_FLOAT8(1);
+  if (!dry_run && !superuser()) {
+    ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                    errmsg("permission denied: only a superuser may move partitions"),
+                    errhint("ramp.rebalance(dry_run => true) shows the plan.")));
+  }
+  if (!(threshold > 1.0)) {
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("threshold must be above 1 (max/mean load), not %g", threshold)));
+  }
+  InitMaterializedSRF(fcinfo, 0);
+  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  Boundary([&] {
+    Session& session = Session::Get();
+    ramp::RebalanceOptions o;
+    o.threshold = threshold;
+    ramp::RebalancePlan plan;
+    session.Check(session.client().PlanRebalance(o, &plan), "planning the rebalance");
+    for (const ramp::PlannedMove& m : plan.moves) {
+      if (!dry_run) {
+        session.Check(session.client().MigratePartition(m.id, m.to),
+                      "migrating partition " + m.id.ToString());
+      }
+      PgCall([&] {
+        Datum values[7];
+        bool nulls[7] = {};
+        values[0] = Int64GetDatum(static_cast<int64>(m.id.keyspace));
+        values[1] = Int32GetDatum(static_cast<int32>(m.id.bucket));
+        values[2] = Int32GetDatum(static_cast<int32>(m.from));
+        values[3] = Int32GetDatum(static_cast<int32>(m.to));
+        values[4] = Float8GetDatum(m.load);
+        values[5] = Float8GetDatum(plan.imbalance_before);
+        values[6] = Float8GetDatum(plan.imbalance_after);
+        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+      });
+    }
+  });
+  return static_cast<Datum>(0);
+}
+
+// Migrations in flight and recently finished (ramp.migrations).
+PG_FUNCTION_INFO_V1(ramp_migrations_raw);
+Datum ramp_migrations_raw(PG_FUNCTION_ARGS) {
+  using namespace pgramp;
+  InitMaterializedSRF(fcinfo, 0);
+  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  Boundary([&] {
+    Session& session = Session::Get();
+    std::vector<ramp::MigrationStatus> moves;
+    session.Check(session.client().Migrations(&moves), "reading the migrations");
+    for (const ramp::MigrationStatus& m : moves) {
+      PgCall([&] {
+        Datum values[11];
+        bool nulls[11] = {};
+        values[0] = Int64GetDatum(static_cast<int64>(m.id.keyspace));
+        values[1] = Int32GetDatum(static_cast<int32>(m.id.bucket));
+        values[2] = Int32GetDatum(static_cast<int32>(m.home));
+        values[3] = Int32GetDatum(static_cast<int32>(m.source));
+        values[4] = Int32GetDatum(static_cast<int32>(m.target));
+        values[5] = Text(m.phase);
+        values[6] = BoolGetDatum(m.in_flight);
+        values[7] = Int64GetDatum(static_cast<int64>(m.bytes_copied));
+        values[8] = Int64GetDatum(static_cast<int64>(m.bytes_total));
+        // Unix milliseconds to a PostgreSQL timestamp (microseconds since 2000-01-01).
+        values[9] = TimestampTzGetDatum(
+            static_cast<TimestampTz>(m.started_unix_ms) * 1000 -
+            static_cast<TimestampTz>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY);
+        values[10] = Text(m.error);
+        nulls[10] = m.error.empty();
         tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
       });
     }

@@ -59,6 +59,10 @@ struct ClientOptions {
   // later, which widens the window in which a transaction is committed at some partitions
   // only (fault injection for the read-atomicity checker).
   int debug_commit_delay_us = 0;
+  // Debug switch (tests): GET* takes whatever record it copied one-sided without checking
+  // that it is the current version of the key at the expected epoch, so that a test can
+  // show the checks are what keeps stale and reused memory out.
+  bool debug_trust_one_sided = false;
   // Client id (unique in the cluster; 0 = draw a random one).
   uint64_t client_id = 0;
 };
@@ -110,6 +114,8 @@ struct ClientStats {
 
 class Client;
 class ReadSession;  // ramp/read_session.h
+struct RebalanceOptions;  // ramp/rebalance.h
+struct RebalancePlan;
 
 // ---- partition scans ----------------------------------------------------------------------
 // A scan of a whole keyspace through remote page I/O (ramp/page_reader.h): the pages of
@@ -252,6 +258,23 @@ struct PartitionStatus {
   uint64_t keys = 0;
   uint64_t bytes = 0;
   double ops_per_sec = 0;  // decaying average
+  bool migrating = false;  // a migration of it is in flight
+};
+
+// What ramp.migrations and rampctl status show for one migration (DESIGN §7).
+struct MigrationStatus {
+  PartitionId id;
+  uint32_t home = 0;
+  uint32_t source = 0;
+  uint32_t target = 0;
+  std::string phase;  // copying, cutover, committed, done, rolled back, failed
+  bool in_flight = false;
+  uint64_t old_epoch = 0;
+  uint64_t new_epoch = 0;
+  uint64_t started_unix_ms = 0;
+  uint64_t bytes_copied = 0;
+  uint64_t bytes_total = 0;
+  std::string error;  // why it rolled back
 };
 
 // ---- write intents (row locks of SQL writers; DESIGN §5) ---------------------------------
@@ -343,6 +366,19 @@ class Client {
 
   Status ClusterStatus(std::vector<ServerStatus>* out);
   Status Partitions(std::vector<PartitionStatus>* out);
+
+  // Moves a partition to a node (DESIGN §7): asks the partition's home, which checks the
+  // request (unknown node or partition, a move to where it is, one already in flight, a
+  // target that is down or has no room: errors that name the reason, nothing moves) and
+  // starts the move. Returns once started; with wait, once it finished, calling progress
+  // (if set) now and then; a move that rolled back returns Aborted with the reason.
+  Status MigratePartition(const PartitionId& partition, uint32_t node, bool wait = true,
+                          const std::function<void(const MigrationStatus&)>& progress = {});
+  // Migrations in flight and recently finished, from every home (in flight first).
+  Status Migrations(std::vector<MigrationStatus>* out);
+  // The hot-partition rebalancer's plan for the cluster as it is now (ramp/rebalance.h:
+  // loads from every owner, cool-downs from the homes' recent migrations); nothing moves.
+  Status PlanRebalance(const RebalanceOptions& options, RebalancePlan* out);
 
   uint32_t node_count() const;
   uint64_t client_id() const;

@@ -49,6 +49,8 @@ struct PageReaderOptions {
   // Ask servers to read pages from their page files where they are there (benchmarks of
   // the disk path); otherwise resident pages are copied from memory.
   bool prefer_disk = false;
+  // The reader is a migration's target (protocol::kPagesMigration): servers only.
+  bool migration = false;
 };
 
 struct PageReaderStats {

@@ -1,8 +1,11 @@
 // Client set-up, routing (buckets, directory cache) and administration calls.
 #include "ramp/client.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
+#include <thread>
 
 #include "client/client_impl.h"
 #include "ramp/log.h"
@@ -148,11 +151,47 @@ uint32_t Client::Impl::OwnerOf(const PartitionId& p) const {
 
 void Client::Impl::NoteMoved(const PartitionId& p, uint32_t owner, uint64_t epoch) {
   stats.moved_replies++;
-  auto& c = placements[p];
-  if (epoch >= c.epoch && owner < nodes.size()) {
-    c.owner = owner;
-    c.epoch = epoch;
+  auto it = placements.find(p);
+  if (owner < nodes.size() && (it == placements.end() ? epoch > 0 : epoch > it->second.epoch)) {
+    placements[p] = CachedPlacement{owner, epoch};
+    return;
   }
+  if (it != placements.end()) placements.erase(it);
+}
+
+uint64_t Client::Impl::EpochOf(const PartitionId& p) const {
+  auto it = placements.find(p);
+  return it != placements.end() ? it->second.epoch : 0;
+}
+
+void Client::Impl::ReportLoad() {
+  std::map<uint32_t, protocol::LoadReport> by_owner;
+  for (const auto& [p, n] : one_sided_load) by_owner[OwnerOf(p)].reads.emplace_back(p, n);
+  one_sided_load.clear();
+  one_sided_unreported = 0;
+  std::vector<uint64_t> ids;
+  std::string body;
+  for (const auto& [node, report] : by_owner) {
+    body.clear();
+    protocol::Encode(report, &body);
+    uint64_t id = 0;
+    if (Call(node, ReadChannel(), Op::kLoadReport, static_cast<uint32_t>(report.reads.size()), body,
+             &id)
+            .ok()) {
+      ids.push_back(id);
+    }
+  }
+  // Best effort: a lost report only makes the partition look a little cooler.
+  if (!Wait(ids).ok()) return;
+  for (uint64_t id : ids) {
+    PendingCall reply;
+    (void)TakeReply(id, &reply);
+  }
+}
+
+void Client::Impl::MoveBackoff(int attempt) const {
+  if (attempt < 2) return;
+  std::this_thread::sleep_for(std::chrono::milliseconds(std::min(20, attempt)));
 }
 
 Status Client::Impl::ResolveOwners(std::span<const PartitionId> parts) {
@@ -295,7 +334,8 @@ Status Client::Partitions(std::vector<PartitionStatus>* out) {
     if (st.ok()) st = protocol::Decode(reply.body(), reply.header.count, &infos);
     if (!st.ok()) return st.Annotate(impl_->NodeName(n));
     for (const auto& p : infos) {
-      // A partition is listed by its owner only (a server may keep a copy it gave away).
+      // A partition is listed by its owner only (a server may keep a copy it gave away, or
+      // hold one a migration is filling).
       if (p.owner != n) continue;
       PartitionStatus ps;
       ps.id = p.id;
@@ -308,7 +348,120 @@ Status Client::Partitions(std::vector<PartitionStatus>* out) {
       out->push_back(ps);
     }
   }
+  std::vector<MigrationStatus> moves;
+  if (Migrations(&moves).ok()) {
+    for (PartitionStatus& ps : *out) {
+      for (const MigrationStatus& m : moves) {
+        if (m.in_flight && m.id == ps.id) ps.migrating = true;
+      }
+    }
+  }
   return Status::OK();
+}
+
+Status Client::Migrations(std::vector<MigrationStatus>* out) {
+  out->clear();
+  std::vector<MigrationStatus> finished;
+  const uint32_t count = static_cast<uint32_t>(impl_->nodes.size());
+  for (uint32_t n = 0; n < count; n++) {
+    PendingCall reply;
+    Status st = impl_->CallAndWait(n, impl_->ReadChannel(), Op::kMigrations, 0, {}, &reply);
+    std::vector<protocol::MigrationInfo> infos;
+    if (st.ok()) st = protocol::Decode(reply.body(), reply.header.count, &infos);
+    if (!st.ok()) return st.Annotate(impl_->NodeName(n));
+    for (const auto& i : infos) {
+      MigrationStatus m;
+      m.id = i.part;
+      m.home = n;
+      m.source = i.source;
+      m.target = i.target;
+      m.phase = protocol::MigrationPhaseName(i.phase);
+      m.in_flight = i.phase == protocol::MigrationPhase::kCopying ||
+                    i.phase == protocol::MigrationPhase::kCutover ||
+                    i.phase == protocol::MigrationPhase::kCommitted;
+      m.old_epoch = i.old_epoch;
+      m.new_epoch = i.new_epoch;
+      m.started_unix_ms = i.started_unix_ms;
+      m.bytes_copied = i.bytes_copied;
+      m.bytes_total = i.bytes_total;
+      m.error = i.error;
+      (m.in_flight ? *out : finished).push_back(std::move(m));
+    }
+  }
+  out->insert(out->end(), finished.begin(), finished.end());
+  return Status::OK();
+}
+
+Status Client::MigratePartition(const PartitionId& partition, uint32_t node, bool wait,
+                                const std::function<void(const MigrationStatus&)>& progress) {
+  const uint32_t count = static_cast<uint32_t>(impl_->nodes.size());
+  if (node >= count) {
+    return Status::InvalidArgument("unknown node " + std::to_string(node) +
+                                   ": the cluster has nodes 0.." + std::to_string(count - 1));
+  }
+  const uint32_t home = HomeOf(partition, count);
+  // The moves of this partition finished before ours starts: ours is the next one listed.
+  auto find = [&](MigrationStatus* found, uint64_t after_ms) -> Status {
+    PendingCall reply;
+    RAMP_RETURN_IF_ERROR(
+        impl_->CallAndWait(home, impl_->ReadChannel(), Op::kMigrations, 0, {}, &reply));
+    std::vector<protocol::MigrationInfo> infos;
+    RAMP_RETURN_IF_ERROR(protocol::Decode(reply.body(), reply.header.count, &infos));
+    for (const auto& i : infos) {
+      if (i.part != partition || i.target != node || i.started_unix_ms < after_ms) continue;
+      found->id = i.part;
+      found->home = home;
+      found->source = i.source;
+      found->target = i.target;
+      found->phase = protocol::MigrationPhaseName(i.phase);
+      found->in_flight = i.phase == protocol::MigrationPhase::kCopying ||
+                         i.phase == protocol::MigrationPhase::kCutover ||
+                         i.phase == protocol::MigrationPhase::kCommitted;
+      found->old_epoch = i.old_epoch;
+      found->new_epoch = i.new_epoch;
+      found->started_unix_ms = i.started_unix_ms;
+      found->bytes_copied = i.bytes_copied;
+      found->bytes_total = i.bytes_total;
+      found->error = i.error;
+      return Status::OK();
+    }
+    return Status::NotFound("migration not listed");
+  };
+  const uint64_t asked_ms =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count()) -
+      1000;  // clocks of the servers may differ a little
+  protocol::MigrateRequest req{partition, node};
+  std::string body;
+  protocol::Encode(req, &body);
+  PendingCall reply;
+  // Longer than the checks the home makes (it asks the source and the target).
+  const int saved_timeout = impl_->options.timeout_ms;
+  impl_->options.timeout_ms = std::max(saved_timeout, 30000);
+  Status st = impl_->CallAndWait(home, impl_->WriteChannel(), Op::kMigrate, 0, body, &reply);
+  impl_->options.timeout_ms = saved_timeout;
+  if (!st.ok()) return st;
+  if (!wait) return Status::OK();
+  for (;;) {
+    MigrationStatus m;
+    st = find(&m, asked_ms);
+    if (!st.ok() && !st.Is(Status::Code::kNotFound)) return st;
+    if (st.ok()) {
+      if (progress) progress(m);
+      if (!m.in_flight) {
+        if (m.phase == "done") {
+          // The next request for the partition asks its home.
+          impl_->placements.erase(partition);
+          return Status::OK();
+        }
+        return Status::Aborted("migration of " + partition.ToString() + " to node " +
+                               std::to_string(node) + " " + m.phase + ": " + m.error);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (impl_->options.wait_hook) RAMP_RETURN_IF_ERROR(impl_->options.wait_hook());
+  }
 }
 
 Status ParseClientOptions(std::string_view nodes, std::string_view provider,

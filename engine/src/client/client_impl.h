@@ -39,8 +39,9 @@ struct CachedPlacement {
 // Where GET* finds a key's committed version (paper 000's address cache).
 struct CachedAddress {
   uint32_t node = 0;
-  uint64_t instance = 0;  // the server's instance: a restart invalidates the address
-  protocol::Address address;
+  uint64_t instance = 0;         // the server's instance: a restart invalidates the address
+  uint64_t placement_epoch = 0;  // of the partition when the address was learnt
+  protocol::Address address;     // address.epoch: the epoch of the record's copy
 };
 
 struct KeyspaceDef {
@@ -69,6 +70,11 @@ struct Client::Impl final : ChannelContext, ClusterView {
   std::unordered_map<std::string, CachedAddress> addresses;  // AddressKey(keyspace, key)
   std::unordered_map<KeyspaceId, KeyspaceDef> keyspaces;
   std::unordered_map<uint64_t, PendingCall> calls;
+  // One-sided (GET*) reads per partition not reported to their owners yet (the servers never
+  // see them; ReportLoad sends them, every kLoadReportEvery reads).
+  std::unordered_map<PartitionId, uint64_t, PartitionIdHash> one_sided_load;
+  uint64_t one_sided_unreported = 0;
+  static constexpr uint64_t kLoadReportEvery = 1000;
   uint64_t next_request = 1;
   uint64_t next_txn = 1;
   // Write intents: the nodes each intent owner asked (client/intents.cpp), and the owner
@@ -89,7 +95,15 @@ struct Client::Impl final : ChannelContext, ClusterView {
   // Owners of partitions: cached, or asked of their homes (one LOOKUP per home).
   Status ResolveOwners(std::span<const PartitionId> parts) override;
   uint32_t OwnerOf(const PartitionId& p) const override;
+  // A MOVED reply: a newer placement is taken; an older or equal one (a server that does
+  // not know better) drops the cached entry, so that the next request asks the home.
   void NoteMoved(const PartitionId& p, uint32_t owner, uint64_t epoch);
+  uint64_t EpochOf(const PartitionId& p) const;
+  // Sends the one-sided reads counted so far to the partitions' owners (best effort).
+  void ReportLoad();
+  // Pause before retry `attempt` of a request that met a partition on the move (its
+  // cutover takes milliseconds): none for the first two, then growing to 20 ms.
+  void MoveBackoff(int attempt) const;
   ChannelKind ReadChannel() const;
   ChannelKind WriteChannel() const;
   // The channel a request of this kind really uses on a node: the fast channel is the rpc

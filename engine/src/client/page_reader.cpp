@@ -280,7 +280,9 @@ Status PageReader::Read(std::span<const PageRef> pages, const Sink& sink) {
     }
     queue[cl.OwnerOf(pages[i].part)].push_back(i);
   }
-  const uint8_t flags = im.options.prefer_disk ? protocol::kPagesPreferDisk : 0;
+  const uint8_t flags =
+      static_cast<uint8_t>((im.options.prefer_disk ? protocol::kPagesPreferDisk : 0) |
+                           (im.options.migration ? protocol::kPagesMigration : 0));
   // A connection the server closed while we were not using it is reopened when next needed
   // (reads are idempotent); one closed with batches in flight fails the read below.
   for (Impl::Conn* c : im.all_conns) {

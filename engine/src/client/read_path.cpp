@@ -15,7 +15,8 @@ namespace {
 using protocol::ItemStatus;
 using protocol::Op;
 
-constexpr int kMaxMoves = 4;
+// A partition met on the move is retried (with MoveBackoff) this many times.
+constexpr int kMaxMoves = 64;
 constexpr size_t kMaxItemsPerMessage = 8192;
 constexpr int kMaxReadRetries = 5;
 constexpr size_t kMaxOneSidedItems = 512;
@@ -35,18 +36,31 @@ void Accept(ReadSlot& s, const protocol::GetResult& r) {
   }
 }
 
-// Checks a record copied one-sided: it must be the committed version of exactly this key
-// (a stale address may point at reused memory).
-bool AcceptOneSided(ReadSlot& s, const Timestamp& snapshot) {
+// Checks a record copied one-sided: it must be the committed version of exactly this key,
+// in the copy of the partition the address was learnt from (its epoch): a stale address may
+// point at reused memory, or at the copy a migration left behind, whose records lost the
+// valid bit when it stopped serving.
+bool AcceptOneSided(ReadSlot& s, const Timestamp& snapshot, bool trust) {
   if (!s.one_sided_status.ok()) return false;
   record::RecordView v;
-  if (!record::DecodeRecord(reinterpret_cast<const uint8_t*>(s.record.data()), s.record.size(), &v)
-           .ok()) {
-    return false;
-  }
-  if (v.kind != record::kKindVersion || !v.valid() || v.keyspace != s.part.keyspace ||
-      v.bucket != s.part.bucket || v.key != s.key) {
-    return false;
+  if (trust) {
+    // Debug (ClientOptions::debug_trust_one_sided): whatever is there.
+    v = record::PeekRecord(reinterpret_cast<const uint8_t*>(s.record.data()));
+    if (v.total_len > s.record.size() || v.total_len < record::kRecordHeaderBytes ||
+        record::kRecordHeaderBytes + v.key.size() + v.value.size() + v.metadata.size() >
+            s.record.size()) {
+      return false;
+    }
+  } else {
+    if (!record::DecodeRecord(reinterpret_cast<const uint8_t*>(s.record.data()), s.record.size(),
+                              &v)
+             .ok()) {
+      return false;
+    }
+    if (v.kind != record::kKindVersion || !v.valid() || v.keyspace != s.part.keyspace ||
+        v.bucket != s.part.bucket || v.key != s.key || v.epoch != s.record_epoch) {
+      return false;
+    }
   }
   // A snapshot read wants the newest version at or before the snapshot: a newer current
   // version sends the key to the request path (kGetSnapshot).
@@ -70,12 +84,14 @@ Status PostOneSided(Client::Impl& c, std::vector<ReadSlot>& slots, std::vector<s
     const uint32_t owner = c.OwnerOf(s.part);
     const CachedAddress& a = it->second;
     NodeChannel* ch = nullptr;
-    if (a.node != owner || !c.Connected(owner, ChannelKind::kFast, &ch).ok() ||
-        ch->hello().instance != a.instance) {
+    // An address learnt under another placement (the partition moved since) is not used.
+    if (a.node != owner || a.placement_epoch != c.EpochOf(s.part) ||
+        !c.Connected(owner, ChannelKind::kFast, &ch).ok() || ch->hello().instance != a.instance) {
       c.addresses.erase(it);
       continue;
     }
     s.record.resize(a.address.length);
+    s.record_epoch = a.address.epoch;
     s.one_sided = true;
     s.one_sided_done = false;
     ReadSlot* sp = &s;
@@ -168,7 +184,7 @@ Status GetByRequest(Client::Impl& c, std::vector<ReadSlot>& slots, const std::ve
           Accept(s, r);
           if (fast && r.status == ItemStatus::kOk && r.address.valid()) {
             c.addresses[AddressKey(s.keyspace, s.key)] =
-                CachedAddress{sent[n].first, ch->hello().instance, r.address};
+                CachedAddress{sent[n].first, ch->hello().instance, c.EpochOf(s.part), r.address};
           }
           break;
         case ItemStatus::kMoved:
@@ -197,6 +213,7 @@ Status RoundOne(Client::Impl& c, std::vector<ReadSlot>& slots, const Timestamp& 
   const bool get_star =
       c.options.read_path == ReadPath::kGetStar && slots.size() <= kMaxOneSidedItems;
   for (int attempt = 0; attempt < kMaxMoves && !todo.empty(); attempt++) {
+    c.MoveBackoff(attempt);
     std::vector<PartitionId> parts;
     for (size_t i : todo) parts.push_back(slots[i].part);
     RAMP_RETURN_IF_ERROR(c.ResolveOwners(parts));
@@ -207,8 +224,11 @@ Status RoundOne(Client::Impl& c, std::vector<ReadSlot>& slots, const Timestamp& 
       std::vector<size_t> rest;
       for (size_t i : todo) {
         ReadSlot& s = slots[i];
-        if (s.one_sided && s.one_sided_done && AcceptOneSided(s, snapshot)) {
+        if (s.one_sided && s.one_sided_done &&
+            AcceptOneSided(s, snapshot, c.options.debug_trust_one_sided)) {
           c.stats.one_sided_hits++;
+          c.one_sided_load[s.part]++;
+          c.one_sided_unreported++;
           continue;
         }
         if (s.one_sided && !snapshot.zero() && s.one_sided_done && s.one_sided_status.ok()) {
@@ -313,6 +333,26 @@ Status RoundTwo(Client::Impl& c, std::vector<ReadSlot>& slots) {
   for (size_t i : todo) round1.push_back(slots[i]);
   std::vector<ItemStatus> statuses;
   RAMP_RETURN_IF_ERROR(GetByRequest(c, slots, todo, at, false, false, &statuses));
+  // Items whose partition moved meanwhile are asked again at the new owner.
+  for (int attempt = 1; attempt < kMaxMoves; attempt++) {
+    std::vector<size_t> moved;
+    std::vector<Timestamp> moved_at;
+    std::vector<PartitionId> parts;
+    for (size_t k = 0; k < todo.size(); k++) {
+      if (statuses[k] != ItemStatus::kMoved) continue;
+      moved.push_back(k);
+      moved_at.push_back(at[k]);
+      parts.push_back(slots[todo[k]].part);
+    }
+    if (moved.empty()) break;
+    c.MoveBackoff(attempt);
+    RAMP_RETURN_IF_ERROR(c.ResolveOwners(parts));
+    std::vector<size_t> moved_slots;
+    for (size_t k : moved) moved_slots.push_back(todo[k]);
+    std::vector<ItemStatus> again;
+    RAMP_RETURN_IF_ERROR(GetByRequest(c, slots, moved_slots, moved_at, false, false, &again));
+    for (size_t j = 0; j < moved.size(); j++) statuses[moved[j]] = again[j];
+  }
   for (size_t k = 0; k < todo.size(); k++) {
     ReadSlot& s = slots[todo[k]];
     switch (statuses[k]) {
@@ -349,6 +389,7 @@ Status RampRead(Client::Impl& c, std::vector<ReadSlot>& slots, const Timestamp& 
       s.ts = Timestamp();
     }
     RAMP_RETURN_IF_ERROR(RoundOne(c, slots, snapshot));
+    if (c.one_sided_unreported >= Client::Impl::kLoadReportEvery) c.ReportLoad();
     if (c.options.disable_round2) return Status::OK();
     Status st = RoundTwo(c, slots);
     if (!st.Is(Status::Code::kAborted)) return st;

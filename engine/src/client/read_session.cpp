@@ -30,6 +30,7 @@ Status ReadGroup(Client::Impl& c, KeyspaceId keyspace, std::string_view group,
   protocol::GetGroupReply gr;
   PendingCall reply;
   for (int attempt = 0;; attempt++) {
+    c.MoveBackoff(attempt);
     const PartitionId parts[1] = {part};
     RAMP_RETURN_IF_ERROR(c.ResolveOwners(parts));
     RAMP_RETURN_IF_ERROR(
@@ -37,7 +38,7 @@ Status ReadGroup(Client::Impl& c, KeyspaceId keyspace, std::string_view group,
     RAMP_RETURN_IF_ERROR(protocol::Decode(reply.body(), reply.header.count, &gr));
     if (gr.status != protocol::ItemStatus::kMoved) break;
     c.NoteMoved(part, gr.owner, gr.epoch);
-    if (attempt >= 3) return Status::Unavailable("partition " + part.ToString() + " kept moving");
+    if (attempt >= 63) return Status::Unavailable("partition " + part.ToString() + " kept moving");
   }
   record::Metadata md;
   for (const auto& e : gr.entries) {

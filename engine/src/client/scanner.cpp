@@ -54,6 +54,9 @@ namespace ramp {
 
 namespace {
 constexpr int kMaxTailRounds = 16;
+// A partition that moves while it is scanned is opened again at its new owner and read
+// again from its first page, at most this many times.
+constexpr int kMaxMoves = 64;
 constexpr size_t kRepairBatch = 256;
 
 // The newest version of a key seen in the pages (keys that are not row keys).
@@ -195,10 +198,12 @@ Status Scanner::State::OpenAt(std::span<const size_t> which, bool wait_pending) 
   std::vector<PartitionId> ps;
   for (size_t i : which) ps.push_back(parts[i]);
   RAMP_RETURN_IF_ERROR(c.ResolveOwners(ps));
+  int moves = 0;
   for (;;) {
     std::map<uint32_t, std::vector<size_t>> by_node;
     for (size_t i : which) by_node[c.OwnerOf(parts[i])].push_back(i);
     uint64_t pending = 0;
+    bool moved = false;
     for (auto& [node, idx] : by_node) {
       protocol::ScanOpenRequest req;
       req.snapshot = snapshot;
@@ -206,9 +211,15 @@ Status Scanner::State::OpenAt(std::span<const size_t> which, bool wait_pending) 
       std::string body;
       protocol::Encode(req, &body);
       PendingCall reply;
-      RAMP_RETURN_IF_ERROR(c.CallAndWait(node, c.ReadChannel(), protocol::Op::kScanOpen,
-                                         static_cast<uint32_t>(idx.size()), body, &reply)
-                               .Annotate("SCAN_OPEN"));
+      Status st = c.CallAndWait(node, c.ReadChannel(), protocol::Op::kScanOpen,
+                                static_cast<uint32_t>(idx.size()), body, &reply);
+      if (st.Is(Status::Code::kMoved) && ++moves < kMaxMoves) {
+        // A partition moved (migration): ask its home again, then the new owner.
+        for (size_t i : idx) c.placements.erase(parts[i]);
+        moved = true;
+        continue;
+      }
+      RAMP_RETURN_IF_ERROR(st.Annotate("SCAN_OPEN"));
       protocol::ScanOpenReply r;
       RAMP_RETURN_IF_ERROR(protocol::Decode(reply.body(), reply.header.count, &r));
       if (r.partitions.size() != idx.size()) {
@@ -218,6 +229,11 @@ Status Scanner::State::OpenAt(std::span<const size_t> which, bool wait_pending) 
         info[idx[k]] = r.partitions[k];
         pending += r.partitions[k].pending;
       }
+    }
+    if (moved) {
+      c.MoveBackoff(moves);
+      RAMP_RETURN_IF_ERROR(c.ResolveOwners(ps));
+      continue;
     }
     if (!wait_pending || pending == 0) return Status::OK();
     if (std::chrono::steady_clock::now() >= deadline) {
@@ -314,8 +330,10 @@ Status Client::OpenScan(KeyspaceId keyspace, const ScanOptions& options,
 
 Status Scanner::State::Repair(const PartitionId& part, const std::vector<std::string>& keys) {
   Client::Impl& c = *client->impl();
+  int moves = 0;
   for (size_t from = 0; from < keys.size(); from += kRepairBatch) {
     const size_t n = std::min(kRepairBatch, keys.size() - from);
+  again:
     protocol::GetRequest req;
     req.flags = protocol::kGetSnapshot;
     for (size_t i = 0; i < n; i++) req.items.push_back({part, keys[from + i], snapshot});
@@ -327,6 +345,16 @@ Status Scanner::State::Repair(const PartitionId& part, const std::vector<std::st
     protocol::GetReply gr;
     RAMP_RETURN_IF_ERROR(protocol::Decode(reply.body(), reply.header.count, &gr));
     if (gr.results.size() != n) return Status::Corruption("GET reply does not match its request");
+    if (!gr.results.empty() && gr.results[0].status == protocol::ItemStatus::kMoved &&
+        ++moves < kMaxMoves) {
+      // The partition moved since its pages were read: the same snapshot read at the new owner
+      // (the move carried the scan's watermark along).
+      c.NoteMoved(part, gr.results[0].owner, gr.results[0].epoch);
+      c.MoveBackoff(moves);
+      const PartitionId one[] = {part};
+      RAMP_RETURN_IF_ERROR(c.ResolveOwners(one));
+      goto again;
+    }
     for (size_t i = 0; i < n; i++) {
       const auto& r = gr.results[i];
       stats.repaired++;
@@ -410,6 +438,7 @@ Status Scanner::State::LoadPartition(size_t index) {
   // What the pages' rows take in the arena: at most their bytes plus alignment (records
   // are at least 64 bytes, a row adds at most 14 bytes of padding).
   arena.Reserve(uint64_t{to} * record::kPageBytes / 4 * 5);
+  int moves = 0;
   for (int round = 0;; round++) {
     std::vector<PageRef> page_refs;
     page_refs.reserve(to - from);
@@ -482,6 +511,23 @@ Status Scanner::State::LoadPartition(size_t index) {
           }
           return Status::OK();
         });
+    if (st.Is(Status::Code::kMoved) && ++moves < kMaxMoves) {
+      // The partition moved (its owner stopped serving it, or its epoch changed): open it
+      // at the new owner (same snapshot) and read it again from the start.
+      Client::Impl& c = *client->impl();
+      c.placements.erase(part);
+      c.MoveBackoff(moves);
+      const size_t one[] = {index};
+      RAMP_RETURN_IF_ERROR(OpenAt(one, true));
+      arena.clear();
+      seen.clear();
+      newest.clear();
+      undecidable.clear();
+      from = 0;
+      to = info[index].page_count;
+      round = -1;
+      continue;
+    }
     RAMP_RETURN_IF_ERROR(st.Annotate("scan of " + part.ToString()));
     if (!retired) break;
     if (round >= kMaxTailRounds) {

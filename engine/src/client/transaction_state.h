@@ -60,6 +60,7 @@ struct ReadSlot {
   bool one_sided_done = false;
   Status one_sided_status;
   std::string record;
+  uint32_t record_epoch = 0;  // the epoch the copied record must carry (its address's)
 };
 
 // RAMP-Fast reads and writes (read_path.cpp, write_path.cpp) and the strict 2PL baseline

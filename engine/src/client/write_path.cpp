@@ -71,35 +71,59 @@ void ItemMetadata(const TxnMetadata& m, size_t i, std::string* out) {
 // release_intents: the write intents of Client::Write's owner go out right behind the
 // COMMITs (on the same connections, so a server applies the commit first), not one more
 // round trip later: a transaction waiting for them starts that much sooner.
+// A server that no longer owns one of its partitions (a migration's cutover) refuses the
+// decision with MOVED: that server's partitions are regrouped by their owners and sent again
+// (decisions are idempotent).
 Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
               const std::map<uint32_t, std::vector<PartitionId>>& parts_by_node,
               bool release_intents = false) {
-  std::vector<uint64_t> ids;
-  std::vector<uint32_t> nodes;
-  std::string body;
+  constexpr int kMaxMoves = 64;
+  std::map<uint32_t, std::vector<PartitionId>> todo = parts_by_node;
   Status result;
-  for (const auto& [node, parts] : parts_by_node) {
-    protocol::Decision d{ts, parts};
-    body.clear();
-    protocol::Encode(d, &body);
-    uint64_t id = 0;
-    Status st = c.Call(node, c.WriteChannel(), op, static_cast<uint32_t>(parts.size()), body, &id);
-    if (!st.ok()) {
-      if (result.ok()) result = st;
-      continue;
+  for (int attempt = 0; !todo.empty(); attempt++) {
+    std::vector<uint64_t> ids;
+    std::vector<uint32_t> nodes;
+    std::string body;
+    for (const auto& [node, parts] : todo) {
+      protocol::Decision d{ts, parts};
+      body.clear();
+      protocol::Encode(d, &body);
+      uint64_t id = 0;
+      Status st =
+          c.Call(node, c.WriteChannel(), op, static_cast<uint32_t>(parts.size()), body, &id);
+      if (!st.ok()) {
+        if (result.ok()) result = st;
+        continue;
+      }
+      ids.push_back(id);
+      nodes.push_back(node);
     }
-    ids.push_back(id);
-    nodes.push_back(node);
-  }
-  if (release_intents && c.release_intents_with_commit != 0) {
-    PostIntentRelease(c, c.release_intents_with_commit);
-  }
-  Status waited = c.Wait(ids);
-  if (!waited.ok()) return waited;
-  for (size_t i = 0; i < ids.size(); i++) {
-    PendingCall reply;
-    Status st = c.TakeReply(ids[i], &reply);
-    if (!st.ok() && result.ok()) result = st.Annotate(c.NodeName(nodes[i]));
+    if (attempt == 0 && release_intents && c.release_intents_with_commit != 0) {
+      PostIntentRelease(c, c.release_intents_with_commit);
+    }
+    Status waited = c.Wait(ids);
+    if (!waited.ok()) return waited;
+    std::vector<PartitionId> moved;
+    for (size_t i = 0; i < ids.size(); i++) {
+      PendingCall reply;
+      Status st = c.TakeReply(ids[i], &reply);
+      protocol::PrepareError detail;
+      std::string msg;
+      const std::vector<PartitionId>& sent = todo[nodes[i]];
+      if (st.Is(Status::Code::kMoved) && attempt + 1 < kMaxMoves &&
+          protocol::Decode(reply.body(), &detail, &msg).ok() && detail.item < sent.size()) {
+        c.NoteMoved(sent[detail.item], detail.owner, detail.epoch);
+        moved.insert(moved.end(), sent.begin(), sent.end());
+        continue;
+      }
+      if (!st.ok() && result.ok()) result = st.Annotate(c.NodeName(nodes[i]));
+    }
+    todo.clear();
+    if (moved.empty()) break;
+    c.MoveBackoff(attempt + 1);
+    Status resolved = c.ResolveOwners(moved);
+    if (!resolved.ok()) return resolved;
+    for (const PartitionId& p : moved) todo[c.OwnerOf(p)].push_back(p);
   }
   return result;
 }
@@ -149,6 +173,8 @@ Status RampCommit(Client::Impl& c, std::span<const WriteItem> writes, Timestamp*
   for (size_t i = 0; i < writes.size(); i++) ItemMetadata(meta, i, &metadata[i]);
 
   const CommitDeadline deadline(c);
+  constexpr int kMaxMoves = 64;
+  int moves = 0;
   for (int attempt = 0;; attempt++) {
     RAMP_RETURN_IF_ERROR(c.ResolveOwners(parts));
     const Timestamp ts{c.clock.Now(), c.client_id};
@@ -273,9 +299,13 @@ Status RampCommit(Client::Impl& c, std::span<const WriteItem> writes, Timestamp*
       c.stats.commit_retries++;
       continue;
     }
-    if (failure.Is(Status::Code::kMoved) && retry && have_detail) {
+    if (failure.Is(Status::Code::kMoved) && have_detail && ++moves < kMaxMoves) {
+      // A partition on the move: its cutover takes milliseconds; retried apart from
+      // max_commit_retries, with MoveBackoff.
       c.NoteMoved(parts[detail.item], detail.owner, detail.epoch);
       c.stats.commit_retries++;
+      c.MoveBackoff(moves);
+      attempt--;
       continue;
     }
     return failure;

@@ -101,6 +101,10 @@ const char* OpNameOrNull(Op op) {
     case Op::kScanClose: return "SCAN_CLOSE";
     case Op::kReadPages: return "READ_PAGES";
     case Op::kTxnState: return "TXN_STATE";
+    case Op::kMigrate: return "MIGRATE";
+    case Op::kMigrations: return "MIGRATIONS";
+    case Op::kMigrateCtl: return "MIGRATE_CTL";
+    case Op::kLoadReport: return "LOAD_REPORT";
   }
   return nullptr;
 }
@@ -689,6 +693,143 @@ Status Decode(std::string_view body, uint32_t count, TxnStateReply* out) {
     s = static_cast<TxnState>(v);
   }
   return r.ExpectEnd("TXN_STATE reply");
+}
+
+// ---- migration ---------------------------------------------------------------------------
+
+const char* MigrationPhaseName(MigrationPhase p) {
+  switch (p) {
+    case MigrationPhase::kCopying:
+      return "copying";
+    case MigrationPhase::kCutover:
+      return "cutover";
+    case MigrationPhase::kCommitted:
+      return "committed";
+    case MigrationPhase::kDone:
+      return "done";
+    case MigrationPhase::kRolledBack:
+      return "rolled back";
+    case MigrationPhase::kFailed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+void Encode(const MigrateRequest& m, std::string* out) {
+  StringByteWriter w(out);
+  PutPart(w, m.part);
+  w.PutU32(m.target);
+}
+
+Status Decode(std::string_view body, MigrateRequest* out) {
+  ByteReader r(body);
+  if (!GetPart(r, &out->part) || !r.GetU32(&out->target)) return Truncated("MIGRATE");
+  return r.ExpectEnd("MIGRATE");
+}
+
+void Encode(const std::vector<MigrationInfo>& m, std::string* out) {
+  StringByteWriter w(out);
+  for (const auto& i : m) {
+    PutPart(w, i.part);
+    w.PutU32(i.source);
+    w.PutU32(i.target);
+    w.PutU8(static_cast<uint8_t>(i.phase));
+    w.PutU64(i.old_epoch);
+    w.PutU64(i.new_epoch);
+    w.PutU64(i.started_unix_ms);
+    w.PutU64(i.bytes_copied);
+    w.PutU64(i.bytes_total);
+    PutView(w, i.error);
+  }
+}
+
+Status Decode(std::string_view body, uint32_t count, std::vector<MigrationInfo>* out) {
+  ByteReader r(body);
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), 65, "MIGRATIONS reply"));
+  out->resize(count);
+  for (auto& i : *out) {
+    uint8_t phase = 0;
+    std::string_view err;
+    if (!GetPart(r, &i.part) || !r.GetU32(&i.source) || !r.GetU32(&i.target) || !r.GetU8(&phase) ||
+        !r.GetU64(&i.old_epoch) || !r.GetU64(&i.new_epoch) || !r.GetU64(&i.started_unix_ms) ||
+        !r.GetU64(&i.bytes_copied) || !r.GetU64(&i.bytes_total) || !GetView(r, &err)) {
+      return Truncated("MIGRATIONS reply");
+    }
+    if (phase < 1 || phase > 6) return Status::Corruption("MIGRATIONS reply: unknown phase");
+    i.phase = static_cast<MigrationPhase>(phase);
+    i.error.assign(err);
+  }
+  return r.ExpectEnd("MIGRATIONS reply");
+}
+
+void Encode(const MigrateCtl& m, std::string* out) {
+  StringByteWriter w(out);
+  w.PutU8(static_cast<uint8_t>(m.action));
+  PutPart(w, m.part);
+  w.PutU32(m.node);
+  w.PutU64(m.epoch);
+  w.PutU64(m.old_epoch);
+  w.PutU64(m.load_mops);
+}
+
+Status Decode(std::string_view body, MigrateCtl* out) {
+  ByteReader r(body);
+  uint8_t action = 0;
+  if (!r.GetU8(&action) || !GetPart(r, &out->part) || !r.GetU32(&out->node) ||
+      !r.GetU64(&out->epoch) || !r.GetU64(&out->old_epoch) || !r.GetU64(&out->load_mops)) {
+    return Truncated("MIGRATE_CTL");
+  }
+  if (action < 1 || action > 7) return Status::Corruption("MIGRATE_CTL: unknown action");
+  out->action = static_cast<MigrateAction>(action);
+  return r.ExpectEnd("MIGRATE_CTL");
+}
+
+void Encode(const MigrateCtlReply& m, std::string* out) {
+  StringByteWriter w(out);
+  w.PutU8(m.exists);
+  w.PutU8(m.owns);
+  w.PutU8(m.caught_up);
+  w.PutU8(m.finished);
+  w.PutU64(m.bytes_copied);
+  w.PutU64(m.bytes_total);
+  w.PutU64(m.partition_bytes);
+  w.PutU64(m.free_bytes);
+  w.PutU32(m.page_count);
+  w.PutU64(m.load_mops);
+  PutTs(w, m.watermark);
+  PutView(w, m.error);
+}
+
+Status Decode(std::string_view body, MigrateCtlReply* out) {
+  ByteReader r(body);
+  std::string_view err;
+  if (!r.GetU8(&out->exists) || !r.GetU8(&out->owns) || !r.GetU8(&out->caught_up) ||
+      !r.GetU8(&out->finished) || !r.GetU64(&out->bytes_copied) || !r.GetU64(&out->bytes_total) ||
+      !r.GetU64(&out->partition_bytes) || !r.GetU64(&out->free_bytes) ||
+      !r.GetU32(&out->page_count) ||
+      !r.GetU64(&out->load_mops) || !GetTs(r, &out->watermark) || !GetView(r, &err)) {
+    return Truncated("MIGRATE_CTL reply");
+  }
+  out->error.assign(err);
+  return r.ExpectEnd("MIGRATE_CTL reply");
+}
+
+void Encode(const LoadReport& m, std::string* out) {
+  StringByteWriter w(out);
+  for (const auto& [p, n] : m.reads) {
+    PutPart(w, p);
+    w.PutU64(n);
+  }
+}
+
+Status Decode(std::string_view body, uint32_t count, LoadReport* out) {
+  ByteReader r(body);
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), kPartBytes + 8, "LOAD_REPORT"));
+  out->reads.resize(count);
+  for (auto& [p, n] : out->reads) {
+    if (!GetPart(r, &p) || !r.GetU64(&n)) return Truncated("LOAD_REPORT");
+  }
+  return r.ExpectEnd("LOAD_REPORT");
 }
 
 }  // namespace ramp::protocol

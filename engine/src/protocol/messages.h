@@ -50,6 +50,10 @@ enum class Op : uint16_t {
   kScanClose = 22,
   kReadPages = 30,    // remote page I/O
   kTxnState = 40,     // server to server: what a partition knows of a transaction
+  kMigrate = 50,      // start a migration of a partition (asked at its home)
+  kMigrations = 51,   // the migrations in flight (and recently finished) at this home
+  kMigrateCtl = 52,   // server to server: one step of a migration (home to source/target)
+  kLoadReport = 53,   // a client's one-sided (GET*) reads per partition, which servers never see
 };
 
 const char* OpName(Op op);
@@ -340,5 +344,81 @@ void Encode(const TxnStateRequest& m, std::string* out);
 Status Decode(std::string_view body, uint32_t count, TxnStateRequest* out);
 void Encode(const TxnStateReply& m, std::string* out);
 Status Decode(std::string_view body, uint32_t count, TxnStateReply* out);
+
+// ---- migration (DESIGN §7) -----------------------------------------------------------------
+enum class MigrationPhase : uint8_t {
+  kCopying = 1,     // the target copies the partition's pages; the source serves
+  kCutover = 2,     // the source stopped serving; the target takes the last pages
+  kCommitted = 3,   // the home points at the target (the commit point); cleaning up
+  kDone = 4,        // finished: the target serves, the source dropped its copy
+  kRolledBack = 5,  // abandoned: the source serves (again)
+  kFailed = 6,      // refused before anything moved
+};
+const char* MigrationPhaseName(MigrationPhase p);
+
+struct MigrateRequest {
+  PartitionId part;
+  uint32_t target = 0;
+};
+void Encode(const MigrateRequest& m, std::string* out);
+Status Decode(std::string_view body, MigrateRequest* out);
+
+struct MigrationInfo {
+  PartitionId part;
+  uint32_t source = 0;
+  uint32_t target = 0;
+  MigrationPhase phase = MigrationPhase::kCopying;
+  uint64_t old_epoch = 0;
+  uint64_t new_epoch = 0;
+  uint64_t started_unix_ms = 0;
+  uint64_t bytes_copied = 0;
+  uint64_t bytes_total = 0;
+  std::string error;
+};
+void Encode(const std::vector<MigrationInfo>& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, std::vector<MigrationInfo>* out);
+
+enum class MigrateAction : uint8_t {
+  kProbe = 1,       // what this server holds of the partition, and its free memory
+  kPull = 2,        // target: start copying from `node` (at old_epoch) into a copy at epoch
+  kPullStatus = 3,  // target: progress of the copy
+  kFinish = 4,      // target: take the last pages (the source stopped serving) and sync
+  kRelease = 5,     // source: stop serving; `node` owns it from `epoch` on
+  kAdopt = 6,       // serve the partition at `epoch`
+  kDrop = 7,        // drop this server's copy (source after the commit, target on rollback)
+};
+struct MigrateCtl {
+  MigrateAction action = MigrateAction::kProbe;
+  PartitionId part;
+  uint32_t node = 0;
+  uint64_t epoch = 0;
+  uint64_t old_epoch = 0;
+  uint64_t load_mops = 0;  // kPull: the partition's load at the source (milli-ops/s)
+};
+struct MigrateCtlReply {
+  uint8_t exists = 0;     // a copy of the partition is here
+  uint8_t owns = 0;       // this server serves it
+  uint8_t caught_up = 0;  // kPullStatus: the last round found (almost) nothing new
+  uint8_t finished = 0;   // kPullStatus: kFinish is done and synced
+  uint64_t bytes_copied = 0;
+  uint64_t bytes_total = 0;
+  uint64_t partition_bytes = 0;  // kProbe
+  uint64_t free_bytes = 0;       // kProbe: page memory free here
+  uint32_t page_count = 0;       // kProbe: pages in the partition's log so far
+  uint64_t load_mops = 0;        // kProbe: the partition's load here (milli-ops/s)
+  Timestamp watermark;           // kProbe: the partition's scan watermark here
+  std::string error;             // kPullStatus: why the copy failed
+};
+void Encode(const MigrateCtl& m, std::string* out);
+Status Decode(std::string_view body, MigrateCtl* out);
+void Encode(const MigrateCtlReply& m, std::string* out);
+Status Decode(std::string_view body, MigrateCtlReply* out);
+
+// LOAD_REPORT (count = partitions): count x (u64 keyspace, u32 bucket, u64 reads).
+struct LoadReport {
+  std::vector<std::pair<PartitionId, uint64_t>> reads;
+};
+void Encode(const LoadReport& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, LoadReport* out);
 
 }  // namespace ramp::protocol

@@ -36,6 +36,9 @@ inline constexpr uint32_t kPageReadGranule = 512;
 inline constexpr uint32_t kMaxPageReadBytes = 16384;
 // Flags of READ_PAGES.
 inline constexpr uint8_t kPagesPreferDisk = 1u << 0;  // read from the page file when there
+// The reader is the target of a migration: pages of a copy the server released (it no
+// longer serves the partition) are served at the epoch it had, until the copy is dropped.
+inline constexpr uint8_t kPagesMigration = 1u << 1;
 
 struct PageAddress {
   PartitionId part;

@@ -111,6 +111,21 @@ Status RequestHandler::HandleNow(Session& session, std::string_view message, std
       return OnReadPages(session, h, body, reply);
     case Op::kScanOpen:
       return OnScanOpen(h, body, reply);
+    case Op::kMigrate:
+      return OnMigrate(session, h, body, reply);
+    case Op::kMigrations:
+      return OnMigrations(h, reply);
+    case Op::kMigrateCtl:
+      return OnMigrateCtl(h, body, reply);
+    case Op::kLoadReport: {
+      protocol::LoadReport r;
+      RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &r));
+      for (const auto& [p, n] : r.reads) {
+        if (ctx_->directory->Owns(p)) ctx_->store->CountLoad(p, n);
+      }
+      protocol::EncodeHeader(protocol::ReplyTo(h, Clock()), reply);
+      return Status::OK();
+    }
     case Op::kScanNext:
     case Op::kScanClose:
       ErrorReply(h, Status::NotSupported(std::string(protocol::OpName(op)) + " is not served here"),
@@ -234,6 +249,14 @@ Status RequestHandler::OnPrepare(const Header& h, std::string_view body, std::st
     s = ctx_->store->Prepare(prepare_.ts, prepare_items_, &serr);
     err.item = serr.item;
     err.watermark = serr.watermark;
+    if (s.Is(Status::Code::kMoved) && err.item < prepare_.items.size()) {
+      // Released while this request was on its way (migration.h): where it went.
+      uint32_t hint = 0;
+      uint64_t epoch = 0;
+      ctx_->directory->Owns(prepare_.items[err.item].part, &hint, &epoch);
+      err.owner = hint;
+      err.epoch = epoch;
+    }
   }
   if (!s.ok()) {
     Header rh = protocol::ReplyTo(h, Clock());
@@ -248,8 +271,24 @@ Status RequestHandler::OnPrepare(const Header& h, std::string_view body, std::st
 
 Status RequestHandler::OnDecision(const Header& h, std::string_view body, std::string* reply) {
   RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &decision_));
+  // A decision for a partition that moved away is refused whole (the client sends it again
+  // to the new owners; COMMIT and ABORT are idempotent).
+  for (uint32_t i = 0; i < decision_.partitions.size(); i++) {
+    if (!ctx_->directory->Owns(decision_.partitions[i])) {
+      MovedReply(h, decision_.partitions[i], i, reply);
+      return Status::OK();
+    }
+  }
   Status s = h.base_op() == Op::kCommit ? ctx_->store->Commit(decision_.ts, decision_.partitions)
                                         : ctx_->store->Abort(decision_.ts, decision_.partitions);
+  if (s.Is(Status::Code::kMoved)) {
+    for (uint32_t i = 0; i < decision_.partitions.size(); i++) {
+      if (!ctx_->directory->Owns(decision_.partitions[i])) {
+        MovedReply(h, decision_.partitions[i], i, reply);
+        return Status::OK();
+      }
+    }
+  }
   if (!s.ok()) {
     ErrorReply(h, s, reply);
     return Status::OK();
@@ -383,6 +422,11 @@ Status RequestHandler::OnTxnState(const Header& h, std::string_view body, std::s
   RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &req));
   protocol::TxnStateReply r;
   for (const auto& p : req.partitions) {
+    // Only the owner answers for a partition: a copy left behind by a migration knows less.
+    if (!ctx_->directory->Owns(p)) {
+      ErrorReply(h, Status::Moved("partition " + p.ToString() + " is not served here"), reply);
+      return Status::OK();
+    }
     r.states.push_back(ToWire(ctx_->store->QueryTxn(req.ts, p, req.fence != 0)));
   }
   protocol::EncodeHeader(protocol::ReplyTo(h, Clock(), static_cast<uint32_t>(r.states.size())),

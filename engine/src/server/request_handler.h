@@ -55,6 +55,14 @@ class RequestHandler {
   Status OnPartitions(const protocol::Header& h, std::string* reply);
   Status OnDropKeyspace(const protocol::Header& h, std::string_view body, std::string* reply);
   Status OnTxnState(const protocol::Header& h, std::string_view body, std::string* reply);
+  // Migration (request_handler_migrate.cpp).
+  Status OnMigrate(Session& s, const protocol::Header& h, std::string_view body,
+                   std::string* reply);
+  Status OnMigrations(const protocol::Header& h, std::string* reply);
+  Status OnMigrateCtl(const protocol::Header& h, std::string_view body, std::string* reply);
+  // A Moved error reply naming where partition part is served (PREPARE's error body).
+  void MovedReply(const protocol::Header& h, const PartitionId& part, uint32_t item,
+                  std::string* reply);
   // Remote page I/O (request_handler_pages.cpp).
   Status OnReadPages(Session& s, const protocol::Header& h, std::string_view body,
                      std::string* reply);

@@ -23,7 +23,12 @@ Status RequestHandler::OnReadPages(Session& s, const protocol::Header& h, std::s
     const protocol::PageAddress& a = job.req.items[i].page;
     uint32_t hint = 0;
     uint64_t epoch = 0;
-    if (!ctx_->directory->Owns(a.part, &hint, &epoch)) {
+    const bool owned = ctx_->directory->Owns(a.part, &hint, &epoch);
+    if (owned ? epoch == a.epoch
+              : (job.req.flags & protocol::kPagesMigration) &&
+                    ctx_->directory->ServesPagesAt(a.part, a.epoch)) {
+      // Owned at that epoch, or released by a migration whose target still reads it.
+    } else if (!owned) {
       job.pre[i] = Status::Moved("partition " + a.part.ToString() + " is served by node " +
                                  std::to_string(hint));
     } else if (epoch != a.epoch) {

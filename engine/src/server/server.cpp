@@ -78,6 +78,21 @@ Status Server::Init(const ServerOptions& options) {
   so.cluster_id = store::ClusterIdOf(options.token);
   RAMP_RETURN_IF_ERROR(store::Store::Open(so, memory_, &store_));
   directory_ = std::make_unique<Directory>(self, static_cast<uint32_t>(cluster_.nodes.size()));
+  RAMP_RETURN_IF_ERROR(directory_->Open(nullptr, options.data_dir));
+  // Copies the store recovered that this server does not serve: kept without serving (a
+  // migration's source or target awaiting the home's word), or dropped (given away).
+  for (const PartitionId& p : store_->PartitionIds()) {
+    switch (directory_->FateOf(p)) {
+      case Directory::CopyFate::kServe:
+        break;
+      case Directory::CopyFate::kKeep:
+        (void)store_->SetServing(p, false);
+        break;
+      case Directory::CopyFate::kDrop:
+        store_->DropPartition(p);
+        break;
+    }
+  }
 
   ctx_.store = store_.get();
   ctx_.directory = directory_.get();
@@ -99,6 +114,8 @@ Status Server::Init(const ServerOptions& options) {
   ctx_.limits = options.limits;
   RAMP_RETURN_IF_ERROR(PageService::Start(options.pages, store_.get(), memory_, &pages_));
   ctx_.pages = pages_.get();
+  migrations_ = std::make_unique<Migrations>(&ctx_, PeerOptions(), options.test_crash_at);
+  ctx_.migrations = migrations_.get();
 
   for (int i = 0; i < options.workers; i++) {
     auto w = std::make_unique<Worker>(&ctx_, i, options.spin_rounds);
@@ -109,6 +126,11 @@ Status Server::Init(const ServerOptions& options) {
     acceptors_.emplace_back([this, lp = l.get()] { AcceptLoop(lp); });
   }
   gc_thread_ = std::thread([this] { GcLoop(); });
+  migrations_->Reconcile();
+  if (options.rebalance_interval_ms > 0) {
+    migrations_->StartRebalancer(options.rebalance_interval_ms, options.rebalance_threshold,
+                                 options.rebalance_cooldown_ms);
+  }
   termination_thread_ = std::thread([this] { TerminationLoop(); });
   std::string eps;
   for (const auto& e : endpoints()) eps.append(" ").append(e.ToString());
@@ -189,7 +211,7 @@ void Server::GcLoop() {
   }
 }
 
-void Server::TerminationLoop() {
+ClientOptions Server::PeerOptions() const {
   ClientOptions co;
   for (const auto& n : cluster_.nodes) {
     for (const auto& e : n.endpoints) {
@@ -205,7 +227,11 @@ void Server::TerminationLoop() {
   co.token = options_.token;
   co.timeout_ms = std::max(500, std::min(5000, options_.txn_timeout_ms / 2));
   co.connect_timeout_ms = co.timeout_ms;
-  Terminator terminator(store_.get(), co, options_.txn_timeout_ms);
+  return co;
+}
+
+void Server::TerminationLoop() {
+  Terminator terminator(store_.get(), PeerOptions(), options_.txn_timeout_ms);
   const int interval = std::max(100, std::min(1000, options_.txn_timeout_ms / 4));
   // While transactions recovered prepared are in doubt, they are asked about often: reads
   // of their partitions wait for it. A sibling that is down keeps only those partitions
@@ -258,6 +284,7 @@ void Server::Stop() {
   for (auto& t : acceptors_) t.join();
   acceptors_.clear();
   for (auto& l : listeners_) l->Close();
+  if (migrations_) migrations_->Stop();
   for (auto& w : workers_) w->Stop();
   workers_.clear();
   if (pages_) pages_->Stop();

@@ -17,6 +17,7 @@
 #include "server/directory.h"
 #include "server/in_doubt.h"
 #include "server/lock_table.h"
+#include "server/migration.h"
 #include "server/page_service.h"
 #include "server/server_context.h"
 #include "server/worker.h"
@@ -54,6 +55,14 @@ struct ServerOptions {
   bool page_direct_io = false;
   size_t memory_budget_bytes = 0;  // pages resident at most (0: all of memory_bytes)
   PageServiceOptions pages;
+  // Tests only: a migration step name (migration.h) at which this process kills itself.
+  std::string test_crash_at;
+  // The hot-partition rebalancer (ramp/rebalance.h): how often the cluster's loads are
+  // looked at (0: off), max/mean above which partitions move, and how long a moved
+  // partition stays put. Every server runs the loop; the lowest-numbered reachable one acts.
+  int rebalance_interval_ms = 0;
+  double rebalance_threshold = 1.25;
+  int rebalance_cooldown_ms = 60000;
 };
 
 class Server {
@@ -77,6 +86,8 @@ class Server {
   void AcceptLoop(transport::Listener* listener);
   void GcLoop();
   void TerminationLoop();
+  // How this server reaches its peers as a client (termination, migration).
+  ClientOptions PeerOptions() const;
 
   ServerOptions options_;
   ClusterConfig cluster_;
@@ -84,6 +95,7 @@ class Server {
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Directory> directory_;
   std::unique_ptr<PageService> pages_;
+  std::unique_ptr<Migrations> migrations_;
   LockTable locks_;
   std::unique_ptr<IntentTable> intents_;
   InDoubt in_doubt_;

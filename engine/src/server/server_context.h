@@ -24,14 +24,16 @@ struct Limits {
 
 class PageService;
 class InDoubt;
+class Migrations;
 
 struct ServerContext {
   store::Store* store = nullptr;
   PageService* pages = nullptr;  // remote page I/O (null: READ_PAGES is refused)
   Directory* directory = nullptr;
   LockTable* locks = nullptr;
-  IntentTable* intents = nullptr;  // write intents (row locks of SQL writers)
-  InDoubt* in_doubt = nullptr;  // recovered transactions still undecided (in_doubt.h)
+  IntentTable* intents = nullptr;    // write intents (row locks of SQL writers)
+  InDoubt* in_doubt = nullptr;       // recovered transactions still undecided (in_doubt.h)
+  Migrations* migrations = nullptr;  // live migration (migration.h)
   HybridClock* clock = nullptr;
   const ClusterConfig* cluster = nullptr;
   uint32_t self = 0;

@@ -1,6 +1,7 @@
 // Store: the partitions of this server, created on demand, sharing one arena.
 #include "store/store.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -367,6 +368,94 @@ Status Store::DropKeyspace(KeyspaceId keyspace) {
   // Operations that found a partition before it left the map see it dropped.
   for (const auto& p : dropped) p->Drop();
   return Status::OK();
+}
+
+Status Store::BeginCopy(const PartitionId& partition, uint32_t epoch, double load) {
+  RAMP_RETURN_IF_ERROR(impl_->Writable());
+  std::shared_ptr<Partition> old;
+  auto fresh =
+      std::make_shared<Partition>(partition, impl_->arena.get(), impl_->options, impl_->log.get());
+  fresh->SetEpoch(epoch);
+  fresh->SetServing(false);
+  fresh->SeedLoad(load);
+  {
+    std::unique_lock lock(impl_->map_mu);
+    auto& slot = impl_->partitions[partition];
+    old = std::move(slot);
+    if (old != nullptr) {
+      // The old copy's drop must reach the log writer before the new copy's pages do
+      // (they share the partition's directory).
+      slot = nullptr;
+      impl_->partitions.erase(partition);
+    }
+  }
+  if (old != nullptr) {
+    old->Drop();
+    RAMP_RETURN_IF_ERROR(SyncLog());
+  }
+  std::unique_lock lock(impl_->map_mu);
+  impl_->partitions[partition] = std::move(fresh);
+  return Status::OK();
+}
+
+Status Store::IngestPage(const PartitionId& partition, const uint8_t* page, size_t len,
+                         uint32_t from, uint32_t* used, uint32_t* run, bool* torn) {
+  std::shared_ptr<Partition> p = impl_->Find(partition);
+  if (p == nullptr) return Status::NotFound("no copy of partition " + partition.ToString());
+  record::PageHeader h;
+  RAMP_RETURN_IF_ERROR(record::ReadPageHeader(page, len, &h));
+  if (h.keyspace != partition.keyspace || h.bucket != partition.bucket) {
+    return Status::Corruption("page of partition " + PartitionId{h.keyspace, h.bucket}.ToString() +
+                              " offered to " + partition.ToString());
+  }
+  *run = h.run_pages;
+  uint32_t off = std::max<uint32_t>(from, record::kPageHeaderBytes);
+  while (off < h.used) {
+    record::RecordView v;
+    if (!record::DecodeRecord(page + off, h.used - off, &v).ok()) break;
+    RAMP_RETURN_IF_ERROR(impl_->WithMemory([&] { return p->Ingest(v); }));
+    off += v.total_len;
+  }
+  *used = off;
+  *torn = off < h.used;
+  return Status::OK();
+}
+
+Status Store::SetServing(const PartitionId& partition, bool serving) {
+  std::shared_ptr<Partition> p = impl_->Find(partition);
+  if (p == nullptr) return Status::NotFound("no copy of partition " + partition.ToString());
+  p->SetServing(serving);
+  return Status::OK();
+}
+
+void Store::DropPartition(const PartitionId& partition) {
+  std::shared_ptr<Partition> p;
+  {
+    std::unique_lock lock(impl_->map_mu);
+    auto it = impl_->partitions.find(partition);
+    if (it == impl_->partitions.end()) return;
+    p = std::move(it->second);
+    impl_->partitions.erase(it);
+  }
+  p->Drop();
+}
+
+Timestamp Store::Watermark(const PartitionId& partition) const {
+  std::shared_ptr<Partition> p = impl_->Find(partition);
+  return p == nullptr ? Timestamp() : p->Watermark();
+}
+
+void Store::CountLoad(const PartitionId& partition, uint64_t ops) {
+  if (std::shared_ptr<Partition> p = impl_->Find(partition)) p->CountLoad(ops);
+}
+
+bool Store::HasPartition(const PartitionId& partition) const {
+  return impl_->Find(partition) != nullptr;
+}
+
+uint32_t Store::PartitionEpoch(const PartitionId& partition) const {
+  std::shared_ptr<Partition> p = impl_->Find(partition);
+  return p == nullptr ? 0 : p->epoch();
 }
 
 StoreStats Store::stats() const {

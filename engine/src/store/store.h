@@ -177,6 +177,32 @@ class Store {
   // Pages in the partition's log so far (page numbers run from 0; compacted pages are gone).
   uint32_t PageCount(const PartitionId& partition) const;
 
+  // ---- migration (DESIGN §7) -----------------------------------------------------------
+  // Starts an empty copy of a partition at placement `epoch` that does not serve yet (the
+  // target of a migration); any copy this server kept of the partition is dropped first.
+  // load: the partition's operations per second where it comes from (its load here starts
+  // there).
+  Status BeginCopy(const PartitionId& partition, uint32_t epoch, double load = 0);
+  // Ingests the records of one page (or run) image of the partition, as READ_PAGES returns
+  // it, from byte `from` on (0: the first record). *used: where its records end (the `from`
+  // of the next call for the same page while it is the source's open page); *run: the
+  // pages it takes. A record that does not check (read while it was being written) stops
+  // the call: *used is then where to resume, and *torn says so.
+  Status IngestPage(const PartitionId& partition, const uint8_t* page, size_t len, uint32_t from,
+                    uint32_t* used, uint32_t* run, bool* torn);
+  // Whether this server's copy serves (see Partition::serving); NotFound without a copy.
+  Status SetServing(const PartitionId& partition, bool serving);
+  // Forgets the partition's copy here (its memory is reused after the GC grace, so that
+  // one-sided readers and page reads in flight drain first).
+  void DropPartition(const PartitionId& partition);
+  bool HasPartition(const PartitionId& partition) const;
+  // Operations the server did not see (clients' one-sided reads), counted into the
+  // partition's load.
+  void CountLoad(const PartitionId& partition, uint64_t ops);
+  // The partition's scan watermark (zero without a copy).
+  Timestamp Watermark(const PartitionId& partition) const;
+  uint32_t PartitionEpoch(const PartitionId& partition) const;  // 0 without a copy
+
   // ---- durability ----------------------------------------------------------------------
   bool durable() const;
   // A ticket for everything this thread appended so far, and a callback (any thread) when

@@ -127,6 +127,9 @@ Status Partition::Recover(std::vector<LoadedSegment>* segments) {
 void Partition::Replay(Loc loc, const uint8_t* rec) {
   const record::RecordView view = record::PeekRecord(rec);
   const Timestamp& ts = view.ts;
+  // The partition keeps the placement epoch of its newest records (a migrated partition
+  // comes back at the epoch it was adopted with).
+  if (view.epoch > epoch_) epoch_ = view.epoch;
   switch (view.kind) {
     case record::kKindVersion: {
       const uint64_t hash = KeyHash(view.key);

@@ -15,6 +15,11 @@ class Hotness {
   explicit Hotness(uint64_t now_ms) : sampled_ms_(now_ms) {}
 
   void Count(uint64_t ops = 1) { ops_.fetch_add(ops, std::memory_order_relaxed); }
+  // Starts the average at a rate measured elsewhere (a migrated partition keeps its load).
+  void Seed(double rate) {
+    std::lock_guard lock(mu_);
+    rate_ = rate;
+  }
 
   double Rate(uint64_t now_ms) {
     std::lock_guard lock(mu_);

@@ -51,6 +51,7 @@ Status Partition::Prepare(const Timestamp& ts, std::span<const WriteItem> items,
   hotness_.Count(items.size());
   err->item = index_base;
   if (dropped_) return Status::NotFound("partition " + id_.ToString() + " was dropped");
+  if (!serving_) return NotServing();
   if (ts <= watermark_) {
     err->watermark = watermark_;
     return Status::Aborted("timestamp " + ts.ToString() + " is at or below the scan watermark " +
@@ -96,6 +97,7 @@ Status Partition::Commit(const Timestamp& ts) {
   std::unique_lock lock(mu_);
   hotness_.Count();
   if (dropped_) return Status::OK();
+  if (!serving_) return NotServing();
   PreparedTxn* txn = txns_.FindPrepared(ts);
   if (txn == nullptr) {
     if (txns_.Decided(ts) == TxnState::kAborted) {
@@ -116,6 +118,7 @@ Status Partition::Commit(const Timestamp& ts) {
 Status Partition::Abort(const Timestamp& ts) {
   std::unique_lock lock(mu_);
   if (dropped_) return Status::OK();
+  if (!serving_) return NotServing();
   if (txns_.Decided(ts) == TxnState::kCommitted) {
     return Status::Internal("ABORT of transaction " + ts.ToString() +
                             ", which committed in partition " + id_.ToString());
@@ -136,6 +139,7 @@ Status Partition::WriteCommitted(std::string_view key, std::string_view value, b
   std::unique_lock lock(mu_);
   hotness_.Count();
   if (dropped_) return Status::NotFound("partition " + id_.ToString() + " was dropped");
+  if (!serving_) return NotServing();
   RAMP_RETURN_IF_ERROR(CheckLimits(key, value.size(), 0));
   const uint64_t hash = KeyHash(key);
   KeySlot* slot = FindKey(hash, key);
@@ -159,7 +163,7 @@ TxnState Partition::QueryTxn(const Timestamp& ts, bool fence) {
   std::unique_lock lock(mu_);
   if (txns_.FindPrepared(ts) != nullptr) return TxnState::kPrepared;
   const TxnState decided = txns_.Decided(ts);
-  if (decided == TxnState::kUnknown && fence) {
+  if (decided == TxnState::kUnknown && fence && serving_) {
     // The fence must outlive a restart (a late PREPARE after it must still be refused),
     // so it is logged; if the mark cannot be written the answer stays unknown.
     if (!AppendMark(record::kKindAbortMark, ts).ok()) return TxnState::kUnknown;
@@ -170,6 +174,7 @@ TxnState Partition::QueryTxn(const Timestamp& ts, bool fence) {
 
 void Partition::AppendPending(uint64_t cutoff_ms, std::vector<PendingTxn>* out) const {
   std::shared_lock lock(mu_);
+  if (!serving_) return;  // the owner resolves them
   txns_.ForEachPrepared([&](const Timestamp& ts, const PreparedTxn& txn) {
     if (txn.prepared_at_ms < cutoff_ms) {
       out->push_back(PendingTxn{ts, id_, txn.prepared_at_ms, txn.siblings});
@@ -389,7 +394,7 @@ void Partition::ForgetGroupedKey(std::string_view key) {
 
 void Partition::RefreshValidBit(KeySlot* slot) {
   if (slot->current == kNoLoc) return;
-  bool valid = true;
+  bool valid = serving_;
   if (options_.invalidate_at_prepare && slot->extra != nullptr) {
     for (const Version& v : slot->extra->versions) valid = valid && v.committed;
   }

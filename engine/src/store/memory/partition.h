@@ -58,6 +58,7 @@ class Partition : public std::enable_shared_from_this<Partition> {
   TxnState QueryTxn(const Timestamp& ts, bool fence);
   void AppendPending(uint64_t cutoff_ms, std::vector<PendingTxn>* out) const;
   std::vector<Timestamp> RaiseWatermark(const Timestamp& ts);
+  Timestamp Watermark() const;
 
   void Get(const ReadItem& item, uint8_t flags, ReadResult* out) const;
   using ScanVisitor = std::function<bool(std::string_view key, const Timestamp& ts,
@@ -89,6 +90,8 @@ class Partition : public std::enable_shared_from_this<Partition> {
   };
   Counts counts() const;
   double OpsPerSec() const { return hotness_.Rate(options_.now_ms()); }
+  void CountLoad(uint64_t ops) const { hotness_.Count(ops); }
+  void SeedLoad(double ops_per_sec) const { hotness_.Seed(ops_per_sec); }
 
   // ---- durability (durable/partition_durable.cpp) --------------------------------------
   // The pages appended or changed since the last call, and the segments retired since.
@@ -98,6 +101,22 @@ class Partition : public std::enable_shared_from_this<Partition> {
   Status Recover(std::vector<LoadedSegment>* segments);
   // The sink of a recovered partition (recovery runs before the log writer exists).
   void SetSink(LogSink* sink) { sink_ = sink; }
+
+  // ---- migration (partition_migrate.cpp, DESIGN §7) --------------------------------------
+  // The placement epoch written into new records and addresses (recovery takes the newest
+  // one found in the log; a fresh partition has 1).
+  uint32_t epoch() const;
+  void SetEpoch(uint32_t epoch);
+  // A partition that does not serve (released to another server, or a copy being filled
+  // by a migration) refuses PREPARE, COMMIT, ABORT, 2PL writes and fences with Moved, is
+  // left alone by termination and the GC, and none of its records carries the valid bit
+  // (a one-sided reader holding an address falls back and learns of the move).
+  bool serving() const;
+  void SetServing(bool serving);
+  // Appends a copy of a record of this partition read from its previous owner's log
+  // (checked by the caller) and applies it as recovery does: versions, marks (their
+  // segment lists recomputed here), duplicates ignored.
+  Status Ingest(const record::RecordView& v);
 
  private:
   uint64_t now() const { return options_.now_ms(); }
@@ -111,6 +130,9 @@ class Partition : public std::enable_shared_from_this<Partition> {
   Loc NewestCommittedAtOrBefore(const KeySlot& slot, const Timestamp& at) const;
 
   Status CheckLimits(std::string_view key, size_t value_bytes, size_t meta_bytes) const;
+  Status NotServing() const {
+    return Status::Moved("partition " + id_.ToString() + " is not served here (migrated)");
+  }
   Status CheckConflict(KeySlot* slot, const WriteItem& item) const;
   // Appends a version record; it is garbage until AddPrepared refers to it.
   Status AppendVersion(std::string_view key, std::string_view value, std::string_view metadata,
@@ -160,9 +182,9 @@ class Partition : public std::enable_shared_from_this<Partition> {
   std::atomic<bool> queued_{false};  // reported to the sink and not yet taken
   // Recovery only: every decision found in the log (Recover's first pass).
   std::unordered_map<Timestamp, TxnState, TimestampHash> replay_decided_;
-  // Placement epoch, written into records and addresses. Partitions do not move yet; the
-  // migration work will make it a member it raises.
-  const uint32_t epoch_ = 0;
+  // Placement epoch, written into records and addresses (guarded by mu_).
+  uint32_t epoch_ = 1;
+  bool serving_ = true;      // see serving()
   mutable Hotness hotness_;  // counted by readers too
 
   mutable std::shared_mutex mu_;

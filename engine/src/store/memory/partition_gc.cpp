@@ -14,7 +14,9 @@ Partition::GcResult Partition::CollectGarbage(double compaction_ratio) {
   GcResult result;
   {
     std::unique_lock lock(mu_);
-    if (dropped_) return result;
+    // A partition that does not serve is being copied, or was copied away: it stays as it
+    // is until it serves or is dropped.
+    if (dropped_ || !serving_) return result;
     const uint64_t now_ms = now();
     // Reads may have brought evicted pages back beyond the budget since the last pass.
     log_.EnforceBudget(UINT64_MAX);

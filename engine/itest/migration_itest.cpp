@@ -1,0 +1,634 @@
+// Live migration of partitions (DESIGN §7) on real rampd servers: a move keeps every
+// version and serves reads and writes throughout; bad requests are refused with the reason;
+// the read-atomicity checker sees no fractured read on any read path while partitions move
+// continuously between three servers; a GET* client holding an address from before a move
+// never takes the old copy's (or reused) memory for data; and SIGKILL of the home, the
+// source or the target at each step of a move leaves exactly one owner and every
+// acknowledged write after restart.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "checker/atomicity_checker.h"
+#include "itest_util.h"
+#include "ramp/rebalance.h"
+#include "test_cluster.h"
+
+namespace ramp::testing {
+namespace {
+
+using transport::Provider;
+
+Status Put(Client* c, KeyspaceId ks, const std::string& key, const std::string& value) {
+  auto t = c->Begin();
+  t->Put(ks, key, value);
+  return t->Commit();
+}
+
+Status Get(Client* c, KeyspaceId ks, const std::string& key, std::string* value, bool* found) {
+  auto t = c->Begin();
+  ReadResult r;
+  RAMP_RETURN_IF_ERROR(t->Get(ks, key, &r));
+  *found = r.found;
+  *value = r.value;
+  return Status::OK();
+}
+
+std::unique_ptr<Client> Open(const TestCluster& tc, Provider p, ReadPath r, WritePath w,
+                             bool trust = false) {
+  ClientOptions o = tc.ClientOptionsFor(p, r, w);
+  o.debug_trust_one_sided = trust;
+  std::unique_ptr<Client> c;
+  Status st = Client::Open(o, &c);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return c;
+}
+
+// The owners the servers claim for a partition (each server lists what it serves).
+std::vector<uint32_t> Owners(Client* c, const PartitionId& p, uint64_t* epoch = nullptr) {
+  std::vector<PartitionStatus> parts;
+  Status st = c->Partitions(&parts);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  std::vector<uint32_t> out;
+  for (const auto& s : parts) {
+    if (s.id != p) continue;
+    out.push_back(s.owner);
+    if (epoch) *epoch = s.epoch;
+  }
+  return out;
+}
+
+class MigrationTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    TestClusterOptions o;
+    o.nodes = 3;
+    o.extra_args = {"--gc-grace-ms", "300"};
+    Status st = TestCluster::Start(o, &cluster_);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  static void TearDownTestSuite() { cluster_.reset(); }
+  static std::unique_ptr<TestCluster> cluster_;
+};
+std::unique_ptr<TestCluster> MigrationTest::cluster_;
+
+TEST_F(MigrationTest, MovesAPartitionWithEveryVersionAndServesItFromTheTarget) {
+  const KeyspaceId ks = 0x4D01;
+  auto c = Open(*cluster_, Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus);
+  std::map<std::string, std::string> want;
+  for (int i = 0; i < 300; i++) {
+    const std::string k = "k" + std::to_string(i);
+    ASSERT_TRUE(Put(c.get(), ks, k, "v1-" + k).ok());
+    want[k] = "v1-" + k;
+  }
+  // Overwrites and deletes: old versions and tombstones move too.
+  for (int i = 0; i < 300; i += 3) {
+    const std::string k = "k" + std::to_string(i);
+    ASSERT_TRUE(Put(c.get(), ks, k, "v2-" + k).ok());
+    want[k] = "v2-" + k;
+  }
+  for (int i = 1; i < 300; i += 7) {
+    const std::string k = "k" + std::to_string(i);
+    auto t = c->Begin();
+    t->Delete(ks, k);
+    ASSERT_TRUE(t->Commit().ok());
+    want.erase(k);
+  }
+  const std::string k0 = KeyOnNode(ks, 0, 3);
+  ASSERT_TRUE(Put(c.get(), ks, k0, "on-node-0").ok());
+  want[k0] = "on-node-0";
+  const PartitionId p{ks, BucketOf(k0, kDefaultBuckets)};
+  ASSERT_EQ(Owners(c.get(), p), std::vector<uint32_t>{0});
+
+  std::vector<std::string> phases;
+  Status st =
+      c->MigratePartition(p, 2, true, [&](const MigrationStatus& m) { phases.push_back(m.phase); });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  uint64_t epoch = 0;
+  EXPECT_EQ(Owners(c.get(), p, &epoch), std::vector<uint32_t>{2});
+  EXPECT_EQ(epoch, 2u);
+  ASSERT_FALSE(phases.empty());
+  EXPECT_EQ(phases.back(), "done");
+
+  // Every read path, from clients that cached the old placement and from fresh ones.
+  for (auto [prov, read, write] :
+       {std::tuple{Provider::kTcp, ReadPath::kRpc, WritePath::kRpc},
+        std::tuple{Provider::kShm, ReadPath::kGetPlus, WritePath::kPutPlus},
+        std::tuple{Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus}}) {
+    auto r = Open(*cluster_, prov, read, write);
+    for (Client* client : {c.get(), r.get()}) {
+      for (int i = 0; i < 300; i++) {
+        const std::string k = "k" + std::to_string(i);
+        std::string v;
+        bool found = false;
+        ASSERT_TRUE(Get(client, ks, k, &v, &found).ok());
+        ASSERT_EQ(found, want.count(k) == 1) << k;
+        if (found) {
+          ASSERT_EQ(v, want[k]) << k;
+        }
+      }
+    }
+  }
+  // Writes go to the new owner; and the partition moves back.
+  ASSERT_TRUE(Put(c.get(), ks, k0, "after-move").ok());
+  ASSERT_TRUE(c->MigratePartition(p, 0).ok());
+  EXPECT_EQ(Owners(c.get(), p, &epoch), std::vector<uint32_t>{0});
+  EXPECT_EQ(epoch, 3u);
+  std::string v;
+  bool found = false;
+  ASSERT_TRUE(Get(c.get(), ks, k0, &v, &found).ok());
+  EXPECT_TRUE(found);
+  EXPECT_EQ(v, "after-move");
+  std::vector<MigrationStatus> moves;
+  ASSERT_TRUE(c->Migrations(&moves).ok());
+  int done = 0;
+  for (const auto& m : moves) done += m.id == p && m.phase == "done";
+  EXPECT_EQ(done, 2);
+}
+
+TEST_F(MigrationTest, RefusesBadRequestsWithTheReason) {
+  const KeyspaceId ks = 0x4D02;
+  auto c = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  const std::string k = KeyOnNode(ks, 1, 3);
+  ASSERT_TRUE(Put(c.get(), ks, k, "x").ok());
+  const PartitionId p{ks, BucketOf(k, kDefaultBuckets)};
+  Status st = c->MigratePartition(p, 7);
+  EXPECT_TRUE(st.Is(Status::Code::kInvalidArgument)) << st.ToString();
+  EXPECT_NE(st.message().find("unknown node 7"), std::string::npos) << st.ToString();
+  st = c->MigratePartition(p, 1);
+  EXPECT_TRUE(st.Is(Status::Code::kInvalidArgument)) << st.ToString();
+  EXPECT_NE(st.message().find("already on node 1"), std::string::npos) << st.ToString();
+  const PartitionId nowhere{0x4D0FF, 3};
+  st = c->MigratePartition(nowhere, (HomeOf(nowhere, 3) + 1) % 3);
+  EXPECT_TRUE(st.Is(Status::Code::kNotFound)) << st.ToString();
+  EXPECT_NE(st.message().find("unknown partition"), std::string::npos) << st.ToString();
+  // A concurrent move of the same partition: a big partition keeps the first one busy.
+  std::string big(60000, 'b');
+  std::vector<std::string> keys;
+  for (int i = 0; keys.size() < 150; i++) {
+    std::string kk = "big" + std::to_string(i);
+    if (BucketOf(kk, kDefaultBuckets) == p.bucket) keys.push_back(kk);
+  }
+  for (const auto& kk : keys) ASSERT_TRUE(Put(c.get(), ks, kk, big).ok());
+  ASSERT_TRUE(c->MigratePartition(p, 2, false).ok());
+  st = c->MigratePartition(p, 0, false);
+  EXPECT_TRUE(st.Is(Status::Code::kConflict)) << st.ToString();
+  EXPECT_NE(st.message().find("already migrating"), std::string::npos) << st.ToString();
+  // Let it finish.
+  for (int i = 0; i < 500; i++) {
+    std::vector<MigrationStatus> moves;
+    ASSERT_TRUE(c->Migrations(&moves).ok());
+    bool busy = false;
+    for (const auto& m : moves) busy |= m.in_flight;
+    if (!busy) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(Owners(c.get(), p), std::vector<uint32_t>{2});
+  // A target that is down: refused, the partition stays where it is.
+  ASSERT_TRUE(cluster_->Kill(0, SIGKILL).ok());
+  st = c->MigratePartition(p, 0);
+  EXPECT_TRUE(st.Is(Status::Code::kUnavailable)) << st.ToString();
+  EXPECT_NE(st.message().find("target node 0 is down"), std::string::npos) << st.ToString();
+  ASSERT_TRUE(cluster_->Restart(0).ok());
+  c = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  EXPECT_EQ(Owners(c.get(), p), std::vector<uint32_t>{2});
+  std::string v;
+  bool found = false;
+  ASSERT_TRUE(Get(c.get(), ks, k, &v, &found).ok());
+  EXPECT_EQ(v, "x");
+}
+
+// A target without room for the partition: refused with the sizes, nothing moves.
+TEST(MigrationRoomTest, RefusesATargetWithoutRoom) {
+  TestClusterOptions o;
+  o.nodes = 3;
+  std::unique_ptr<TestCluster> tc;
+  ASSERT_TRUE(TestCluster::Start(o, &tc).ok());
+  tc->SetNodeArgs(2, {"--memory-mb", "16"});
+  ASSERT_TRUE(tc->Kill(2, SIGTERM).ok());
+  ASSERT_TRUE(tc->Restart(2).ok());
+  const KeyspaceId ks = 0x4D60;
+  auto c = Open(*tc, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  const std::string k = KeyOnNode(ks, 0, 3);
+  const PartitionId p{ks, BucketOf(k, kDefaultBuckets)};
+  int n = 0;
+  for (int i = 0; n < 200; i++) {
+    const std::string kk = "room" + std::to_string(i);
+    if (BucketOf(kk, kDefaultBuckets) != p.bucket) continue;
+    ASSERT_TRUE(Put(c.get(), ks, kk, std::string(100000, 'r')).ok());
+    n++;
+  }
+  Status st = c->MigratePartition(p, 2);
+  EXPECT_TRUE(st.Is(Status::Code::kNoSpace)) << st.ToString();
+  EXPECT_NE(st.message().find("MiB of page memory free"), std::string::npos) << st.ToString();
+  EXPECT_EQ(Owners(c.get(), p), std::vector<uint32_t>{0});
+  ASSERT_TRUE(c->MigratePartition(p, 1).ok());  // a target with room takes it
+  EXPECT_EQ(Owners(c.get(), p), std::vector<uint32_t>{1});
+}
+
+// A GET* client that cached a record's address before a move reads the key after it: the
+// old copy lost its valid bits when the source stopped serving, and later its memory is
+// reused; the reader's checks (valid bit, key, epoch) send it to the directory. With the
+// checks switched off (the injected bug) it returns the stale value.
+void StaleAddressCase(TestCluster& tc, KeyspaceId ks, bool trust, bool reuse, std::string* got) {
+  auto writer = Open(tc, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  auto reader = Open(tc, Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus, trust);
+  const std::string k = KeyOnNode(ks, 1, 3);
+  const PartitionId p{ks, BucketOf(k, kDefaultBuckets)};
+  ASSERT_TRUE(Put(writer.get(), ks, k, "old-value").ok());
+  std::string v;
+  bool found = false;
+  ASSERT_TRUE(Get(reader.get(), ks, k, &v, &found).ok());
+  ASSERT_TRUE(Get(reader.get(), ks, k, &v, &found).ok());
+  ASSERT_GT(reader->stats().one_sided_hits, 0u) << "the address was not cached";
+  ASSERT_EQ(v, "old-value");
+  ASSERT_TRUE(writer->MigratePartition(p, 2).ok());
+  ASSERT_TRUE(Put(writer.get(), ks, k, "new-value").ok());
+  if (reuse) {
+    // The old copy is dropped; after the GC grace its frames are reused by other writes.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    for (int i = 0; i < 400; i++) {
+      const std::string f = KeyOnNode(ks + 1, 1, 3, i);
+      ASSERT_TRUE(Put(writer.get(), ks + 1, f, std::string(500, 'f')).ok());
+    }
+  }
+  const uint64_t hits = reader->stats().one_sided_hits;
+  ASSERT_TRUE(Get(reader.get(), ks, k, &v, &found).ok());
+  *got = v;
+  if (!trust) {
+    EXPECT_EQ(reader->stats().one_sided_hits, hits) << "the stale address was used";
+    EXPECT_GT(reader->stats().one_sided_fallbacks, 0u);
+  }
+}
+
+TEST_F(MigrationTest, StaleOneSidedAddressAfterAMoveIsDetected) {
+  std::string got;
+  StaleAddressCase(*cluster_, 0x4D10, false, false, &got);
+  EXPECT_EQ(got, "new-value");
+  StaleAddressCase(*cluster_, 0x4D20, false, true, &got);
+  EXPECT_EQ(got, "new-value");
+}
+
+TEST_F(MigrationTest, WithoutTheChecksAStaleAddressReturnsOldMemory) {
+  std::string got;
+  StaleAddressCase(*cluster_, 0x4D30, true, false, &got);
+  EXPECT_NE(got, "new-value") << "the injected bug (no one-sided checks) went unnoticed";
+}
+
+// Scans (remote page I/O) while the keyspace's partitions move: a partition that moves while
+// it is read is opened again at its new owner and read again; every scan sees every key once
+// with its value.
+TEST_F(MigrationTest, ScansSeeEveryRowWhilePartitionsMove) {
+  const KeyspaceId ks = 0x4D40;
+  auto c = Open(*cluster_, Provider::kShm, ReadPath::kGetPlus, WritePath::kPutPlus);
+  constexpr int kKeys = 2000;
+  for (int i = 0; i < kKeys; i += 100) {
+    auto t = c->Begin();
+    for (int j = i; j < i + 100; j++)
+      t->Put(ks, "s" + std::to_string(j), "value-" + std::to_string(j));
+    ASSERT_TRUE(t->Commit().ok());
+  }
+  std::atomic<bool> done{false};
+  std::atomic<int> moves{0};
+  Status mover_error;
+  std::thread mover([&] {
+    auto m = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+    for (uint32_t b = 0; !done.load(); b = (b + 1) % kDefaultBuckets) {
+      const PartitionId p{ks, b};
+      std::vector<uint32_t> owners = Owners(m.get(), p);
+      if (owners.size() != 1) continue;
+      Status st = m->MigratePartition(p, (owners[0] + 1) % 3);
+      if (!st.ok()) {
+        mover_error = st;
+        return;
+      }
+      moves++;
+    }
+  });
+  int scans = 0;
+  for (; scans < 200 && (scans < 3 || moves.load() < 8); scans++) {
+    std::unique_ptr<Scanner> scan;
+    ASSERT_TRUE(c->OpenScan(ks, ScanOptions(), &scan).ok());
+    std::map<std::string, std::string> rows;
+    for (;;) {
+      ScanRow row;
+      bool end = false;
+      Status st = scan->Next(&row, &end);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      if (end) break;
+      ASSERT_TRUE(rows.emplace(std::string(row.key), std::string(row.value)).second)
+          << "key seen twice: " << row.key;
+    }
+    ASSERT_EQ(rows.size(), static_cast<size_t>(kKeys));
+    for (const auto& [k, v] : rows) ASSERT_EQ(v, "value-" + k.substr(1));
+  }
+  done.store(true);
+  mover.join();
+  ASSERT_TRUE(mover_error.ok()) << mover_error.ToString();
+  EXPECT_GE(moves.load(), 8);
+  std::printf("%d scans during %d migrations\n", scans, moves.load());
+}
+
+// rampctl: migrate shows progress and the result, status lists the moves, bad input fails
+// with the reason and exit code 2.
+std::string Rampctl(const TestCluster& tc, const std::string& args, int* code) {
+  std::string p = RampdPath();
+  p = p.substr(0, p.size() - std::strlen("rampd")) + "rampctl";
+  const std::string token = tc.dir() + "/token";
+  const std::string cmd =
+      p + " --node " + tc.tcp(0).ToString() + " --token-file " + token + " " + args + " 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n = 0;
+  while (f != nullptr && (n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  const int st = f == nullptr ? -1 : pclose(f);
+  *code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return out;
+}
+
+TEST_F(MigrationTest, RampctlMigratesAndShowsTheMoves) {
+  const KeyspaceId ks = 0x4D50;
+  auto c = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  const std::string k = KeyOnNode(ks, 2, 3);
+  const PartitionId p{ks, BucketOf(k, kDefaultBuckets)};
+  for (int i = 0; i < 50; i++) ASSERT_TRUE(Put(c.get(), ks, k + std::to_string(i), "x").ok());
+  ASSERT_TRUE(Put(c.get(), ks, k, "x").ok());
+  int code = 0;
+  const std::string args = "migrate " + std::to_string(ks) + " " + std::to_string(p.bucket) + " 0";
+  std::string out = Rampctl(*cluster_, args, &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("copied"), std::string::npos) << out;
+  EXPECT_NE(out.find("moved " + p.ToString() + " to node 0"), std::string::npos) << out;
+  EXPECT_EQ(Owners(c.get(), p), std::vector<uint32_t>{0});
+  out = Rampctl(*cluster_, "status", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("phase"), std::string::npos) << out;
+  EXPECT_NE(out.find("done"), std::string::npos) << out;
+  out = Rampctl(*cluster_, "partitions", &code);
+  EXPECT_NE(out.find("migrating"), std::string::npos) << out;
+  out = Rampctl(*cluster_, args, &code);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("already on node 0"), std::string::npos) << out;
+  out = Rampctl(*cluster_, "migrate " + std::to_string(ks) + " x 0", &code);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("bucket 'x' is not a decimal number"), std::string::npos) << out;
+  out = Rampctl(*cluster_, "migrate " + std::to_string(ks) + " 1", &code);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("usage: rampctl migrate KEYSPACE BUCKET NODE"), std::string::npos) << out;
+}
+
+// The checker under continuous migrations of its keyspace's partitions among 3 servers.
+struct PathCase {
+  Provider provider;
+  ReadPath read;
+  WritePath write;
+  const char* name;
+};
+class MigrationAtomicityTest : public MigrationTest,
+                               public ::testing::WithParamInterface<PathCase> {};
+
+TEST_P(MigrationAtomicityTest, NoFracturedReadsWhilePartitionsMove) {
+  checker::AtomicityCheckOptions o;
+  o.client = cluster_->ClientOptionsFor(GetParam().provider, GetParam().read, GetParam().write);
+  o.keyspace = 0x4E00 + static_cast<int>(GetParam().read);
+  o.writers = 2;
+  o.readers = 3;
+  o.groups = 4;
+  o.keys_per_group = 6;
+  o.duration_ms = 3000;
+  std::atomic<bool> done{false};
+  std::atomic<int> moves{0};
+  Status mover_error;
+  std::thread mover([&] {
+    auto c = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+    std::mt19937 rng(42);
+    // The checker's keys: their partitions.
+    std::vector<PartitionId> parts;
+    for (int g = 0; g < o.groups; g++) {
+      for (int m = 0; m < o.keys_per_group; m++) {
+        PartitionId p{o.keyspace, BucketOf(checker::GroupMemberKey(g, m), kDefaultBuckets)};
+        if (std::find(parts.begin(), parts.end(), p) == parts.end()) parts.push_back(p);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the keys exist
+    while (!done.load()) {
+      const PartitionId p = parts[rng() % parts.size()];
+      std::vector<uint32_t> owners = Owners(c.get(), p);
+      if (owners.size() != 1) continue;
+      const uint32_t to = (owners[0] + 1 + rng() % 2) % 3;
+      Status st = c->MigratePartition(p, to);
+      if (!st.ok() && !st.Is(Status::Code::kNotFound)) {
+        mover_error = st;
+        return;
+      }
+      if (st.ok()) moves++;
+    }
+  });
+  checker::AtomicityReport r = checker::RunAtomicityCheck(o);
+  done.store(true);
+  mover.join();
+  ASSERT_TRUE(mover_error.ok()) << mover_error.ToString();
+  ASSERT_TRUE(r.error.ok()) << r.Summary();
+  EXPECT_GT(moves.load(), 3) << "too few migrations to mean anything";
+  EXPECT_GT(r.commits, 0u) << r.Summary();
+  EXPECT_GT(r.reads, 0u) << r.Summary();
+  EXPECT_EQ(r.fractured, 0u) << r.Summary();
+  std::printf("%s: %d migrations, %s\n", GetParam().name, moves.load(), r.Summary().c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Paths, MigrationAtomicityTest,
+    ::testing::Values(PathCase{Provider::kTcp, ReadPath::kRpc, WritePath::kRpc, "rpc"},
+                      PathCase{Provider::kShm, ReadPath::kGetPlus, WritePath::kPutPlus, "getplus"},
+                      PathCase{Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus, "getstar"}),
+    [](const ::testing::TestParamInfo<PathCase>& i) { return std::string(i.param.name); });
+
+// ---- the hot-partition rebalancer ---------------------------------------------------------
+
+// Three partitions homed at node 0 take all the load, read one-sided (GET*: the servers only
+// learn of those reads from the clients' load reports). The rebalancer moves two of them away
+// until every server carries one, and no partition moves twice (cool-down, hysteresis).
+TEST(RebalancerTest, MovesHotPartitionsOffTheBusyServerAndSettles) {
+  TestClusterOptions o;
+  o.nodes = 3;
+  o.extra_args = {"--rebalance-interval-ms", "300", "--rebalance-cooldown-ms", "600000"};
+  std::unique_ptr<TestCluster> tc;
+  ASSERT_TRUE(TestCluster::Start(o, &tc).ok());
+  const KeyspaceId ks = 0x4D70;
+  auto admin = Open(*tc, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  std::vector<std::string> hot;
+  std::set<uint32_t> buckets;
+  for (int salt = 0; hot.size() < 3; salt++) {
+    const std::string k = KeyOnNode(ks, 0, 3, salt);
+    if (buckets.insert(BucketOf(k, kDefaultBuckets)).second) hot.push_back(k);
+  }
+  for (const auto& k : hot) ASSERT_TRUE(Put(admin.get(), ks, k, "hot").ok());
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 2; r++) {
+    readers.emplace_back([&] {
+      auto c = Open(*tc, Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus);
+      while (!stop.load()) {
+        for (const auto& k : hot) {
+          std::string v;
+          bool found = false;
+          (void)Get(c.get(), ks, k, &v, &found);
+        }
+      }
+    });
+  }
+  bool balanced = false;
+  RebalancePlan plan;
+  for (int i = 0; i < 600 && !balanced; i++) {  // an upper bound only
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::vector<uint32_t> owners;
+    for (const auto& k : hot) {
+      const auto o = Owners(admin.get(), PartitionId{ks, BucketOf(k, kDefaultBuckets)});
+      if (o.size() == 1) owners.push_back(o[0]);
+    }
+    balanced = std::set<uint32_t>(owners.begin(), owners.end()).size() == 3;
+  }
+  // Steady load a while longer: nothing moves again.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_TRUE(admin->PlanRebalance(RebalanceOptions(), &plan).ok());
+  stop.store(true);
+  for (auto& t : readers) t.join();
+  ASSERT_TRUE(balanced) << "the hot partitions did not spread over the servers";
+  EXPECT_LE(plan.imbalance_before, 1.25);
+  std::vector<MigrationStatus> moves;
+  ASSERT_TRUE(admin->Migrations(&moves).ok());
+  std::map<PartitionId, int> per_partition;
+  for (const auto& m : moves) per_partition[m.id]++;
+  EXPECT_EQ(moves.size(), 2u);
+  for (const auto& [p, n] : per_partition) EXPECT_EQ(n, 1) << p.ToString() << " moved " << n;
+  std::printf("rebalanced with %zu moves; max/mean load now %.2f\n", moves.size(),
+              plan.imbalance_before);
+}
+
+// ---- crashes at every step ----------------------------------------------------------------
+
+struct CrashCase {
+  const char* step;
+  int node;  // the node that reaches the step: 0 home, 1 source, 2 target
+};
+
+class MigrationCrashTest : public ::testing::TestWithParam<CrashCase> {};
+
+TEST_P(MigrationCrashTest, OneOwnerAndNoAcknowledgedWriteLost) {
+  TestClusterOptions o;
+  o.nodes = 3;
+  o.data = true;
+  o.extra_args = {"--txn-timeout-ms", "2000"};
+  std::unique_ptr<TestCluster> tc;
+  ASSERT_TRUE(TestCluster::Start(o, &tc).ok());
+  const KeyspaceId ks = 0x4F00;
+  auto c = Open(*tc, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  // A partition homed at node 0, moved to node 1 first: home, source and target differ.
+  const std::string k0 = KeyOnNode(ks, 0, 3);
+  const PartitionId p{ks, BucketOf(k0, kDefaultBuckets)};
+  std::vector<std::string> keys;
+  for (int i = 0; keys.size() < 40; i++) {
+    std::string k = "c" + std::to_string(i);
+    if (BucketOf(k, kDefaultBuckets) == p.bucket) keys.push_back(k);
+  }
+  std::map<std::string, std::string> acked;
+  for (const auto& k : keys) {
+    ASSERT_TRUE(Put(c.get(), ks, k, k + "@0").ok());
+    acked[k] = k + "@0";
+  }
+  ASSERT_TRUE(c->MigratePartition(p, 1).ok());
+  // Arm the hook at the node of the step.
+  const int node = GetParam().node;
+  tc->SetNodeArgs(node, {"--test-crash-at", GetParam().step});
+  ASSERT_TRUE(tc->Kill(node, SIGTERM).ok());
+  ASSERT_TRUE(tc->Restart(node).ok());
+  tc->SetNodeArgs(node, {});
+
+  // Writes go on (acknowledged ones are remembered) while the move runs and crashes.
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::thread writer([&] {
+    auto w = Open(*tc, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+    for (int round = 1; !stop.load(); round++) {
+      for (const auto& k : keys) {
+        if (stop.load()) break;
+        const std::string v = k + "@" + std::to_string(round);
+        if (Put(w.get(), ks, k, v).ok()) {
+          std::lock_guard lock(mu);
+          acked[k] = v;
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a node is down
+        }
+      }
+    }
+  });
+  std::thread mover([&] {
+    auto m = Open(*tc, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+    (void)m->MigratePartition(p, 2);  // fails when the home dies, or rolls back
+  });
+  // The node kills itself at the step; restart it.
+  bool crashed = false;
+  for (int i = 0; i < 1000 && !crashed; i++) {
+    crashed = tc->Exited(node);
+    if (!crashed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(crashed) << "node " << node << " never reached step " << GetParam().step;
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(tc->Restart(node).ok());
+  mover.join();
+  // The move settles: completed or rolled back.
+  auto admin = Open(*tc, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  bool settled = false;
+  for (int i = 0; i < 1000 && !settled; i++) {
+    std::vector<MigrationStatus> moves;
+    settled = admin->Migrations(&moves).ok();
+    for (const auto& m : moves) settled = settled && !m.in_flight;
+    if (!settled) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(settled);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  stop.store(true);
+  writer.join();
+  std::vector<uint32_t> owners = Owners(admin.get(), p);
+  ASSERT_EQ(owners.size(), 1u) << "owners of " << p.ToString() << " after the crash";
+  std::printf("%s: owner after the crash and restart: node %u\n", GetParam().step, owners[0]);
+  for (const auto& [k, v] : acked) {
+    std::string got;
+    bool found = false;
+    Status st = Get(admin.get(), ks, k, &got, &found);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_TRUE(found) << k;
+    EXPECT_EQ(got, v) << k;
+  }
+  // And the partition still moves.
+  const uint32_t next = owners[0] == 2 ? 0 : 2;
+  Status st = admin->MigratePartition(p, next);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(Owners(admin.get(), p), std::vector<uint32_t>{next});
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Steps, MigrationCrashTest,
+    ::testing::Values(CrashCase{"home-after-begin", 0}, CrashCase{"home-after-cutover", 0},
+                      CrashCase{"home-after-release", 0}, CrashCase{"home-after-commit", 0},
+                      CrashCase{"source-after-release", 1}, CrashCase{"target-during-copy", 2},
+                      CrashCase{"target-after-finish", 2}),
+    [](const ::testing::TestParamInfo<CrashCase>& i) {
+      std::string n = i.param.step;
+      for (char& ch : n) {
+        if (ch == '-') ch = '_';
+      }
+      return n;
+    });
+
+}  // namespace
+}  // namespace ramp::testing
