@@ -1,0 +1,101 @@
+// The statement trigger that maintains a materialized view (ramp.create_immv): after each
+// INSERT, UPDATE, DELETE (transition tables __ramp_new / __ramp_old) and TRUNCATE of a base
+// table it runs the statement ramp._immv_compile made for that table and event, which
+// appends the view's delta to its log table. It runs in the writer's transaction, so the
+// delta goes into the same WriteBatch, hence the same RAMP PUT, as the base rows.
+//
+// The statement runs as the owner of the view's log table (writers of a base table need no
+// privilege on the log, as with heap triggers of pg_ivm), in a security-restricted
+// operation, with search_path = pg_catalog (the stored SQL is fully qualified).
+//
+// PostgreSQL-style code only (no C++ objects with destructors): no boundary needed.
+#include "boundary/pg.hpp"
+
+extern "C" {
+#include "catalog/pg_authid.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+}
+
+namespace {
+
+const char* EventName(TriggerData* td) {
+  if (TRIGGER_FIRED_BY_INSERT(td->tg_event)) return "INSERT";
+  if (TRIGGER_FIRED_BY_DELETE(td->tg_event)) return "DELETE";
+  if (TRIGGER_FIRED_BY_UPDATE(td->tg_event)) return "UPDATE";
+  if (TRIGGER_FIRED_BY_TRUNCATE(td->tg_event)) return "TRUNCATE";
+  return nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+PG_FUNCTION_INFO_V1(ramp_immv_maintain);
+Datum ramp_immv_maintain(PG_FUNCTION_ARGS) {
+  if (!CALLED_AS_TRIGGER(fcinfo)) {
+    ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                    errmsg("ramp._immv_maintain() must be called as a trigger")));
+  }
+  auto* td = reinterpret_cast<TriggerData*>(fcinfo->context);
+  const char* event = EventName(td);
+  if (!TRIGGER_FIRED_AFTER(td->tg_event) || !TRIGGER_FIRED_FOR_STATEMENT(td->tg_event) ||
+      event == nullptr || td->tg_trigger->tgnargs != 2) {
+    ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                    errmsg("ramp._immv_maintain() must be an AFTER ... FOR EACH STATEMENT "
+                           "trigger with two arguments (view, base table number)")));
+  }
+  const char* view = td->tg_trigger->tgargs[0];
+  const int base = pg_strtoint32(td->tg_trigger->tgargs[1]);
+
+  if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
+  if (SPI_register_trigger_data(td) != SPI_OK_TD_REGISTER) {
+    elog(ERROR, "SPI_register_trigger_data failed");
+  }
+  Oid saved_user;
+  int saved_context;
+  GetUserIdAndSecContext(&saved_user, &saved_context);
+  const int guc_level = NewGUCNestLevel();
+  (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+                          GUC_ACTION_SAVE, true, 0, false);
+  // The catalog is read as the bootstrap superuser: writers need no privilege on schema ramp
+  // (the query is fixed and fully qualified).
+  SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID, saved_context | SECURITY_LOCAL_USERID_CHANGE |
+                                                    SECURITY_RESTRICTED_OPERATION);
+  Oid argtypes[3] = {TEXTOID, INT4OID, TEXTOID};
+  Datum args[3] = {CStringGetTextDatum(view), Int32GetDatum(base), CStringGetTextDatum(event)};
+  const int rc = SPI_execute_with_args(
+      "SELECT s.sql, c.relowner FROM ramp.immv_sql s"
+      " JOIN ramp.immvs i ON i.name OPERATOR(pg_catalog.=) s.immv"
+      " JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) "
+      "pg_catalog.to_regclass(i.log_table)"
+      " JOIN pg_catalog.pg_roles r ON r.rolname OPERATOR(pg_catalog.=) i.owner"
+      " AND r.oid OPERATOR(pg_catalog.=) c.relowner"
+      " WHERE s.immv OPERATOR(pg_catalog.=) $1 AND s.base OPERATOR(pg_catalog.=) $2"
+      " AND s.kind OPERATOR(pg_catalog.=) $3",
+      3, argtypes, args, nullptr, true, 1);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "reading ramp.immv_sql failed");
+  if (SPI_processed != 1) {
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("materialized view %s has no maintenance for %s on its base table %d",
+                           view, event, base),
+                    errhint("ramp.immvs and ramp.immv_sql must name the view, and the view's "
+                            "owner must own its log table; recreate the view.")));
+  }
+  char* sql = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+  bool isnull = false;
+  const Oid owner =
+      DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+
+  // The view's delta is written as the view's owner.
+  SetUserIdAndSecContext(
+      owner, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+  const int result = SPI_execute(sql, false, 0);
+  if (result < 0) elog(ERROR, "maintaining materialized view %s failed (SPI %d)", view, result);
+  SetUserIdAndSecContext(saved_user, saved_context);
+  AtEOXact_GUC(true, guc_level);
+  SPI_finish();
+  return PointerGetDatum(nullptr);
+}
+
+}  // extern "C"
