@@ -9,6 +9,8 @@
 // operation, with search_path = pg_catalog (the stored SQL is fully qualified).
 //
 // PostgreSQL-style code only (no C++ objects with destructors): no boundary needed.
+#include "xact/session.hpp"
+
 #include "boundary/pg.hpp"
 
 extern "C" {
@@ -25,6 +27,23 @@ const char* EventName(TriggerData* td) {
   if (TRIGGER_FIRED_BY_UPDATE(td->tg_event)) return "UPDATE";
   if (TRIGGER_FIRED_BY_TRUNCATE(td->tg_event)) return "TRUNCATE";
   return nullptr;
+}
+
+// A join view's delta for a statement on base table i reads the other base tables as they
+// are now. Two transactions writing two different base tables concurrently would each miss
+// the other's uncommitted rows, and the pairs of their new rows would be in neither delta.
+// So, per view, a writer of base table i holds RowExclusiveLock on lock object (log, i) and
+// ShareLock on (log, j) for every other j until it commits: writers of the same table
+// (RowExclusive/RowExclusive, Share/Share) run side by side, writers of different tables of
+// one join view wait for each other's commit, and the later one's delta then reads the
+// earlier one's rows (its RAMP PUT is done before locks are released). This covers the
+// writers of one PostgreSQL server only (extension/immv/NOTES.md).
+void LockAgainstOtherBaseTables(Oid log_oid, int base, int bases) {
+  if (bases < 2) return;
+  for (int j = 1; j <= bases; ++j) {
+    LockDatabaseObject(RelationRelationId, log_oid, static_cast<uint16>(j),
+                       j == base ? RowExclusiveLock : ShareLock);
+  }
 }
 
 }  // namespace
@@ -65,7 +84,8 @@ Datum ramp_immv_maintain(PG_FUNCTION_ARGS) {
   Oid argtypes[3] = {TEXTOID, INT4OID, TEXTOID};
   Datum args[3] = {CStringGetTextDatum(view), Int32GetDatum(base), CStringGetTextDatum(event)};
   const int rc = SPI_execute_with_args(
-      "SELECT s.sql, c.relowner FROM ramp.immv_sql s"
+      "SELECT s.sql, c.relowner, c.oid, pg_catalog.cardinality(i.base_tables)"
+      " FROM ramp.immv_sql s"
       " JOIN ramp.immvs i ON i.name OPERATOR(pg_catalog.=) s.immv"
       " JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) "
       "pg_catalog.to_regclass(i.log_table)"
@@ -87,11 +107,20 @@ Datum ramp_immv_maintain(PG_FUNCTION_ARGS) {
   const Oid owner =
       DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 
+  const Oid log_oid =
+      DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+  const int bases =
+      DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+  LockAgainstOtherBaseTables(log_oid, base, bases);
+  // Having waited for them, read what the writers of the other base tables committed.
+  if (bases >= 2) pgramp::Session::Get().SetNestedStatementStart(GetCurrentTimestamp());
+
   // The view's delta is written as the view's owner.
   SetUserIdAndSecContext(
       owner, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
   const int result = SPI_execute(sql, false, 0);
   if (result < 0) elog(ERROR, "maintaining materialized view %s failed (SPI %d)", view, result);
+  pgramp::Session::Get().SetNestedStatementStart(0);
   SetUserIdAndSecContext(saved_user, saved_context);
   AtEOXact_GUC(true, guc_level);
   SPI_finish();

@@ -143,6 +143,42 @@ SELECT ramp.refresh_immv('v_select', true) > 0 AS refilled;
 INSERT INTO orders VALUES (7001, 1, 78, 'later');
 SELECT * FROM diffs();
 
+-- Concurrent writers (a second session through dblink).
+CREATE EXTENSION dblink;
+SELECT dblink_connect('other', format('dbname=%s port=%s host=%s', current_database(),
+       current_setting('port'), split_part(current_setting('unix_socket_directories'), ',', 1)));
+SELECT dblink_exec('other', 'SET search_path = immv, public');
+-- Same group, both commit: deltas are appended, so neither conflicts nor loses the other's
+-- change, also when this one recomputes the group (its min/max lost a row) while the other
+-- appends to it.
+BEGIN;
+DELETE FROM orders WHERE id = (SELECT min(id) FROM orders WHERE cust = 5);
+SELECT dblink_exec('other', 'INSERT INTO orders VALUES (9100, 5, 0.5, ''other'')');
+INSERT INTO orders VALUES (9101, 5, 2, 'mine');
+COMMIT;
+SELECT n, lo FROM v_agg WHERE cust = 5;
+SELECT * FROM diffs();
+-- Writers of two base tables of one join view: the second waits for the first's commit (a
+-- lock per view and base table) and its delta then joins the first one's rows.
+BEGIN;
+INSERT INTO orders VALUES (9200, 40, 10, 'pair');          -- customer 40 does not exist yet
+SELECT dblink_send_query('other', 'INSERT INTO cust VALUES (40, 1, ''c40'')');
+DO $$
+BEGIN
+  FOR i IN 1 .. 300 LOOP   -- until the other session waits for our lock (at most 30 s)
+    EXIT WHEN EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'object' AND NOT granted);
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END
+$$;
+SELECT count(*) AS waiting_writers FROM pg_locks WHERE locktype = 'object' AND NOT granted;
+COMMIT;
+SELECT * FROM dblink_get_result('other') AS t(status text);
+SELECT * FROM v_join3 WHERE id = 9200;
+SELECT * FROM diffs();
+SELECT dblink_disconnect('other');
+DROP EXTENSION dblink;
+
 -- Bad input: unsupported queries (0A000, naming the construct), a heap table, a name
 -- clash, a query that is not a SELECT, an unknown view.
 CREATE TABLE heap_t (id int, g int) USING heap;
