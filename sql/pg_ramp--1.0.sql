@@ -235,6 +235,7 @@ DECLARE
   log_name text;
   fill text;
   body text;
+  attached bool;
   n bigint;
 BEGIN
   IF pg_catalog.cardinality(parts) = 2 THEN
@@ -262,7 +263,13 @@ BEGIN
     SELECT view_name, c.kind, c.base, c.sql FROM ramp._immv_compile(query, log_name) c;
   SELECT s.sql INTO fill FROM ramp.immv_sql s WHERE s.immv = view_name AND s.kind = 'fill';
   SELECT s.sql INTO body FROM ramp.immv_sql s WHERE s.immv = view_name AND s.kind = 'view';
-  EXECUTE pg_catalog.format('CREATE TABLE %s USING ramp AS %s', log_name, fill);
+  -- A second PostgreSQL server of the cluster running the same create_immv attaches to the
+  -- log the first one filled (as identical CREATE TABLEs attach): it must not add it twice.
+  EXECUTE pg_catalog.format('CREATE TABLE %s USING ramp AS %s WITH NO DATA', log_name, fill);
+  EXECUTE pg_catalog.format('SELECT EXISTS (SELECT FROM %s)', log_name) INTO attached;
+  IF NOT attached THEN
+    EXECUTE pg_catalog.format('INSERT INTO %s %s', log_name, fill);
+  END IF;
   EXECUTE pg_catalog.format('CREATE VIEW %s AS %s', view_name, body);
   PERFORM ramp._immv_triggers(view_name, true);
   EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM %s', view_name) INTO n;

@@ -8,10 +8,14 @@
 // privilege on the log, as with heap triggers of pg_ivm), in a security-restricted
 // operation, with search_path = pg_catalog (the stored SQL is fully qualified).
 //
-// PostgreSQL-style code only (no C++ objects with destructors): no boundary needed.
+// PostgreSQL-style code (no C++ objects with destructors) except the one Boundary of the test
+// switch below.
+#include "sqlapi/guc.hpp"
 #include "xact/session.hpp"
+#include "xact/xact.hpp"
 
-#include "boundary/pg.hpp"
+#include "boundary/boundary.hpp"
+#include "catalog/keyspace_catalog.hpp"
 
 extern "C" {
 #include "catalog/pg_authid.h"
@@ -44,6 +48,13 @@ void LockAgainstOtherBaseTables(Oid log_oid, int base, int bases) {
     LockDatabaseObject(RelationRelationId, log_oid, static_cast<uint16>(j),
                        j == base ? RowExclusiveLock : ShareLock);
   }
+}
+
+// Test only (ramp.debug_immv_separate_put_ms): the log's keyspace is committed apart.
+void NoteViewLog(Oid log_oid) {
+  Relation rel = table_open(log_oid, AccessShareLock);
+  pgramp::Boundary([&] { pgramp::Xact().view_logs.push_back(pgramp::RelationKeyspace(rel).id); });
+  table_close(rel, AccessShareLock);
 }
 
 }  // namespace
@@ -112,6 +123,7 @@ Datum ramp_immv_maintain(PG_FUNCTION_ARGS) {
   const int bases =
       DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
   LockAgainstOtherBaseTables(log_oid, base, bases);
+  if (pgramp::guc::debug_immv_separate_put_ms > 0) NoteViewLog(log_oid);
   // Having waited for them, read what the writers of the other base tables committed.
   if (bases >= 2) pgramp::Session::Get().SetNestedStatementStart(GetCurrentTimestamp());
 

@@ -20,6 +20,7 @@ int buckets = 16;
 int scan_method = 0;
 int debug_commit_delay_us = 0;
 bool debug_unchecked_lookups = false;
+int debug_immv_separate_put_ms = 0;
 
 namespace {
 
@@ -119,6 +120,11 @@ void Define() {
                            "Test only: ramp_hash lookups skip their consistency check.", nullptr,
                            &debug_unchecked_lookups, false, PGC_SUSET,
                            GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("ramp.debug_immv_separate_put_ms",
+                          "Test only: materialized-view deltas commit in a RAMP PUT of their own, "
+                          "this long after the base rows.",
+                          nullptr, &debug_immv_separate_put_ms, 0, 0, 60 * 1000, PGC_SUSET,
+                          GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
   MarkGUCPrefixReserved("ramp");
 }
 

@@ -18,6 +18,9 @@ extern int scan_method;         // ramp.scan_method: 0 auto, 1 probe, 2 pages
 // that it catches fractured reads).
 extern int debug_commit_delay_us;
 extern bool debug_unchecked_lookups;
+// Test only: a transaction's materialized-view deltas commit in a RAMP PUT of their own, this
+// many milliseconds after the base rows' PUT (0: one PUT, the normal case; immv/).
+extern int debug_immv_separate_put_ms;
 
 const char* TransportName();  // "shm", "tcp", "verbs"
 const char* ReadPathName();   // "rpc", "get+", "get*"

@@ -55,6 +55,22 @@ void CommitWrites(ramp::WriteBatch& writes) {
   session.ForgetSizes();  // the next plan sees this transaction's rows
 }
 
+// Test only (ramp.debug_immv_separate_put_ms): breaks the atomicity of materialized views on
+// purpose, so that a test can show its reader catches it: the base rows commit first, the
+// views' deltas in a second RAMP PUT after a pause.
+void CommitViewDeltasApart(XactState& x) {
+  ramp::WriteBatch deltas = x.writes;
+  for (const auto& [ks, unused] : x.writes.keyspaces()) {
+    if (std::find(x.view_logs.begin(), x.view_logs.end(), ks) == x.view_logs.end()) {
+      deltas.DiscardKeyspace(ks);
+    }
+  }
+  for (ramp::KeyspaceId ks : x.view_logs) x.writes.DiscardKeyspace(ks);
+  if (!x.writes.empty()) CommitWrites(x.writes);
+  std::this_thread::sleep_for(std::chrono::milliseconds(guc::debug_immv_separate_put_ms));
+  if (!deltas.empty()) CommitWrites(deltas);
+}
+
 void PreCommit() {
   XactState* x = XactIfAny();
   if (x == nullptr) return;
@@ -64,7 +80,11 @@ void PreCommit() {
                    "The transaction is aborted instead of committing wrong data.");
   }
   if (x->catalog_changed) ReconcileCatalog(*x);
-  if (!x->writes.empty()) CommitWrites(x->writes);
+  if (!x->view_logs.empty() && guc::debug_immv_separate_put_ms > 0) {
+    CommitViewDeltasApart(*x);
+  } else if (!x->writes.empty()) {
+    CommitWrites(x->writes);
+  }
 }
 
 void PrePrepare() {

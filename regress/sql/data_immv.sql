@@ -183,7 +183,9 @@ DROP EXTENSION dblink;
 -- clash, a query that is not a SELECT, an unknown view.
 CREATE TABLE heap_t (id int, g int) USING heap;
 \set VERBOSITY default
+\set SHOW_CONTEXT never
 SELECT ramp.create_immv('bad', 'SELECT g, count(*) FROM heap_t GROUP BY g');
+\set SHOW_CONTEXT errors
 \set VERBOSITY terse
 SELECT ramp.create_immv('bad', 'SELECT id, row_number() OVER () FROM orders');
 SELECT ramp.create_immv('bad', 'SELECT id FROM orders LIMIT 3');
@@ -217,6 +219,7 @@ INSERT INTO __ramp_immv_v_agg (__g1, __ramp_cnt) VALUES (1, 1);
 RESET ROLE;
 SELECT * FROM diffs();
 GRANT USAGE ON SCHEMA ramp TO immv_other;
+GRANT CREATE ON SCHEMA immv TO immv_other;
 SET ROLE immv_other;
 SELECT ramp.refresh_immv('v_agg', true);
 SELECT ramp.compact_immv('v_agg');
