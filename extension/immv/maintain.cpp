@@ -57,6 +57,52 @@ void NoteViewLog(Oid log_oid) {
   table_close(rel, AccessShareLock);
 }
 
+constexpr const char* kCatalogQuery =
+    "SELECT s.sql, c.relowner, c.oid, pg_catalog.cardinality(i.base_tables)"
+    " FROM ramp.immv_sql s"
+    " JOIN ramp.immvs i ON i.name OPERATOR(pg_catalog.=) s.immv"
+    " JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) "
+    "pg_catalog.to_regclass(i.log_table)"
+    " JOIN pg_catalog.pg_roles r ON r.rolname OPERATOR(pg_catalog.=) i.owner"
+    " AND r.oid OPERATOR(pg_catalog.=) c.relowner"
+    " WHERE s.immv OPERATOR(pg_catalog.=) $1 AND s.base OPERATOR(pg_catalog.=) $2"
+    " AND s.kind OPERATOR(pg_catalog.=) $3";
+SPIPlanPtr catalog_plan = nullptr;
+
+// Plans of delta statements, by their text (saved SPI plans: the plan cache revalidates them
+// after DDL; the transition tables are found by name when they run).
+constexpr int kPlanCacheSize = 64;
+constexpr int64 kCachedPlanMaxRows = 64;
+struct CachedDeltaPlan {
+  char* sql;
+  SPIPlanPtr plan;
+};
+CachedDeltaPlan plan_cache[kPlanCacheSize];
+int plan_cache_next = 0;
+
+SPIPlanPtr DeltaPlan(const char* sql) {
+  for (CachedDeltaPlan& entry : plan_cache) {
+    if (entry.sql != nullptr && strcmp(entry.sql, sql) == 0) return entry.plan;
+  }
+  SPIPlanPtr plan = SPI_prepare(sql, 0, nullptr);
+  if (plan == nullptr) elog(ERROR, "preparing a materialized view's maintenance failed");
+  if (SPI_keepplan(plan) != 0) elog(ERROR, "SPI_keepplan failed");
+  CachedDeltaPlan& slot = plan_cache[plan_cache_next];
+  plan_cache_next = (plan_cache_next + 1) % kPlanCacheSize;
+  if (slot.plan != nullptr) SPI_freeplan(slot.plan);
+  if (slot.sql != nullptr) pfree(slot.sql);
+  slot.sql = MemoryContextStrdup(TopMemoryContext, sql);
+  slot.plan = plan;
+  return plan;
+}
+
+int64 TransitionRows(TriggerData* td) {
+  int64 rows = 0;
+  if (td->tg_newtable != nullptr) rows += tuplestore_tuple_count(td->tg_newtable);
+  if (td->tg_oldtable != nullptr) rows += tuplestore_tuple_count(td->tg_oldtable);
+  return rows;
+}
+
 }  // namespace
 
 extern "C" {
@@ -94,17 +140,13 @@ Datum ramp_immv_maintain(PG_FUNCTION_ARGS) {
                                                     SECURITY_RESTRICTED_OPERATION);
   Oid argtypes[3] = {TEXTOID, INT4OID, TEXTOID};
   Datum args[3] = {CStringGetTextDatum(view), Int32GetDatum(base), CStringGetTextDatum(event)};
-  const int rc = SPI_execute_with_args(
-      "SELECT s.sql, c.relowner, c.oid, pg_catalog.cardinality(i.base_tables)"
-      " FROM ramp.immv_sql s"
-      " JOIN ramp.immvs i ON i.name OPERATOR(pg_catalog.=) s.immv"
-      " JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) "
-      "pg_catalog.to_regclass(i.log_table)"
-      " JOIN pg_catalog.pg_roles r ON r.rolname OPERATOR(pg_catalog.=) i.owner"
-      " AND r.oid OPERATOR(pg_catalog.=) c.relowner"
-      " WHERE s.immv OPERATOR(pg_catalog.=) $1 AND s.base OPERATOR(pg_catalog.=) $2"
-      " AND s.kind OPERATOR(pg_catalog.=) $3",
-      3, argtypes, args, nullptr, true, 1);
+  if (catalog_plan == nullptr) {
+    SPIPlanPtr plan = SPI_prepare(kCatalogQuery, 3, argtypes);
+    if (plan == nullptr) elog(ERROR, "preparing the lookup in ramp.immv_sql failed");
+    if (SPI_keepplan(plan) != 0) elog(ERROR, "SPI_keepplan failed");
+    catalog_plan = plan;
+  }
+  const int rc = SPI_execute_plan(catalog_plan, args, nullptr, true, 1);
   if (rc != SPI_OK_SELECT) elog(ERROR, "reading ramp.immv_sql failed");
   if (SPI_processed != 1) {
     ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -127,10 +169,15 @@ Datum ramp_immv_maintain(PG_FUNCTION_ARGS) {
   // Having waited for them, read what the writers of the other base tables committed.
   if (bases >= 2) pgramp::Session::Get().SetNestedStatementStart(GetCurrentTimestamp());
 
+  // Statements that changed few rows (the common case) reuse a plan of the delta statement;
+  // larger ones are planned for their transition tables' size.
+  const bool small = TransitionRows(td) <= kCachedPlanMaxRows;
+
   // The view's delta is written as the view's owner.
   SetUserIdAndSecContext(
       owner, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
-  const int result = SPI_execute(sql, false, 0);
+  const int result = small ? SPI_execute_plan(DeltaPlan(sql), nullptr, nullptr, false, 0)
+                           : SPI_execute(sql, false, 0);
   if (result < 0) elog(ERROR, "maintaining materialized view %s failed (SPI %d)", view, result);
   pgramp::Session::Get().SetNestedStatementStart(0);
   SetUserIdAndSecContext(saved_user, saved_context);
