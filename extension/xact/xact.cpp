@@ -59,13 +59,25 @@ void CommitWrites(ramp::WriteBatch& writes) {
 // purpose, so that a test can show its reader catches it: the base rows commit first, the
 // views' deltas in a second RAMP PUT after a pause.
 void CommitViewDeltasApart(XactState& x) {
-  ramp::WriteBatch deltas = x.writes;
-  for (const auto& [ks, unused] : x.writes.keyspaces()) {
-    if (std::find(x.view_logs.begin(), x.view_logs.end(), ks) == x.view_logs.end()) {
-      deltas.DiscardKeyspace(ks);
+  // The views' row writes move to a batch of their own (what Client::Write sends of them:
+  // inserted values, deletions of committed rows with the version read); keys of the
+  // caller's layout (row-id sequences) stay with the base rows.
+  ramp::WriteBatch deltas(x.writes.limits());
+  for (ramp::KeyspaceId id : x.view_logs) {
+    const ramp::WriteBatch::Keyspace* ks = x.writes.Of(id);
+    if (ks == nullptr) continue;
+    for (const auto& [key, w] : ks->entries()) {
+      if (!w.sent()) continue;
+      if (w.deleted) {
+        deltas.Delete(ks->ref(), key, 0, ramp::kTopSubTxn, true,
+                      w.has_expected ? &w.expected : nullptr);
+      } else {
+        Session::Get().Check(deltas.Insert(ks->ref(), key, w.value, 0, ramp::kTopSubTxn),
+                             "moving a view delta to its own PUT");
+      }
     }
+    x.writes.DiscardKeyspace(id);
   }
-  for (ramp::KeyspaceId ks : x.view_logs) x.writes.DiscardKeyspace(ks);
   if (!x.writes.empty()) CommitWrites(x.writes);
   std::this_thread::sleep_for(std::chrono::milliseconds(guc::debug_immv_separate_put_ms));
   if (!deltas.empty()) CommitWrites(deltas);
