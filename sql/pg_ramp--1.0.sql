@@ -215,3 +215,232 @@ CREATE FUNCTION ramp.cluster_keyspaces(
 CREATE FUNCTION ramp.on_sql_drop() RETURNS event_trigger
     AS 'MODULE_PATHNAME', 'ramp_on_sql_drop' LANGUAGE C;
 CREATE EVENT TRIGGER ramp_sql_drop ON sql_drop EXECUTE FUNCTION ramp.on_sql_drop();
+
+-- ---------------------------------------------------------------------------------------
+-- Incrementally maintained materialized views (ramp.create_immv; extension/immv/NOTES.md).
+-- A view NAME is a plain view over its log table __ramp_immv_NAME (a ramp table of signed
+-- contributions per group or output row). Statement triggers on every base table append the
+-- delta of each INSERT, UPDATE, DELETE, COPY and TRUNCATE to the log in the writer's
+-- transaction: one RAMP PUT holds base rows and view delta.
+
+-- The views (dumped with the database: pg_dump restores the rows, the log tables, views and
+-- the triggers on the base tables). name and log_table are schema-qualified and quoted.
+CREATE TABLE ramp.immvs (
+    name        text PRIMARY KEY,
+    query       text NOT NULL,
+    base_tables text[] NOT NULL,
+    log_table   text NOT NULL,
+    owner       name NOT NULL DEFAULT current_user,
+    created     timestamptz NOT NULL DEFAULT now(),
+    populated   bool NOT NULL DEFAULT true
+);
+-- The SQL that fills, refreshes and maintains each view (made by ramp._immv_compile from the
+-- query; kind 'INSERT', 'DELETE', 'UPDATE', 'TRUNCATE' for base table number base).
+CREATE TABLE ramp.immv_sql (
+    immv text NOT NULL,
+    kind text NOT NULL,
+    base int NOT NULL,
+    sql  text NOT NULL,
+    PRIMARY KEY (immv, kind, base)
+);
+-- Anyone may create views; rows name their owner, and the maintenance trigger runs a view's
+-- SQL only as that owner and only if the owner owns the view's log table.
+ALTER TABLE ramp.immvs ENABLE ROW LEVEL SECURITY;
+ALTER TABLE ramp.immv_sql ENABLE ROW LEVEL SECURITY;
+CREATE POLICY immvs_read ON ramp.immvs FOR SELECT USING (true);
+CREATE POLICY immvs_own ON ramp.immvs FOR ALL USING (pg_has_role(owner, 'MEMBER'))
+    WITH CHECK (owner = current_user);
+CREATE POLICY immv_sql_read ON ramp.immv_sql FOR SELECT USING (true);
+CREATE POLICY immv_sql_own ON ramp.immv_sql FOR ALL
+    USING (EXISTS (SELECT 1 FROM ramp.immvs i WHERE i.name = immv AND pg_has_role(i.owner, 'MEMBER')))
+    WITH CHECK (EXISTS (SELECT 1 FROM ramp.immvs i WHERE i.name = immv AND i.owner = current_user));
+GRANT SELECT, INSERT, UPDATE, DELETE ON ramp.immvs, ramp.immv_sql TO PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('ramp.immvs', '');
+SELECT pg_catalog.pg_extension_config_dump('ramp.immv_sql', '');
+
+CREATE FUNCTION ramp._immv_compile(query text, log_table text,
+    OUT kind text, OUT base int, OUT base_table text, OUT sql text)
+    RETURNS SETOF record AS 'MODULE_PATHNAME', 'ramp_immv_compile' LANGUAGE C VOLATILE STRICT;
+CREATE FUNCTION ramp._immv_maintain() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'ramp_immv_maintain' LANGUAGE C;
+
+-- Creates (install) or drops the maintenance triggers of a view on its base tables.
+CREATE FUNCTION ramp._immv_triggers(view_name text, install bool) RETURNS void
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v ramp.immvs;
+  t record;
+  i int;
+BEGIN
+  -- Existing triggers of this view (found by function and first argument).
+  FOR t IN SELECT tg.tgname, tg.tgrelid::regclass AS rel FROM pg_trigger tg
+            WHERE tg.tgfoid = 'ramp._immv_maintain()'::regprocedure
+              AND split_part(encode(tg.tgargs, 'escape'), '\000', 1) = view_name LOOP
+    EXECUTE format('DROP TRIGGER %I ON %s', t.tgname, t.rel);
+  END LOOP;
+  IF NOT install THEN RETURN; END IF;
+  SELECT * INTO STRICT v FROM ramp.immvs WHERE name = view_name;
+  FOR i IN 1 .. cardinality(v.base_tables) LOOP
+    EXECUTE format('CREATE TRIGGER %I AFTER INSERT ON %s REFERENCING NEW TABLE AS __ramp_new '
+                   'FOR EACH STATEMENT EXECUTE FUNCTION ramp._immv_maintain(%L, %s)',
+                   '__ramp_immv_ins_' || md5(v.name), v.base_tables[i], v.name, i);
+    EXECUTE format('CREATE TRIGGER %I AFTER DELETE ON %s REFERENCING OLD TABLE AS __ramp_old '
+                   'FOR EACH STATEMENT EXECUTE FUNCTION ramp._immv_maintain(%L, %s)',
+                   '__ramp_immv_del_' || md5(v.name), v.base_tables[i], v.name, i);
+    EXECUTE format('CREATE TRIGGER %I AFTER UPDATE ON %s REFERENCING OLD TABLE AS __ramp_old '
+                   'NEW TABLE AS __ramp_new FOR EACH STATEMENT '
+                   'EXECUTE FUNCTION ramp._immv_maintain(%L, %s)',
+                   '__ramp_immv_upd_' || md5(v.name), v.base_tables[i], v.name, i);
+    EXECUTE format('CREATE TRIGGER %I AFTER TRUNCATE ON %s '
+                   'FOR EACH STATEMENT EXECUTE FUNCTION ramp._immv_maintain(%L, %s)',
+                   '__ramp_immv_trn_' || md5(v.name), v.base_tables[i], v.name, i);
+  END LOOP;
+END
+$$;
+
+-- Creates the materialized view NAME (optionally schema-qualified) of QUERY over ramp tables,
+-- fills it and maintains it from then on. Returns the number of rows of the view.
+-- Unsupported queries fail with SQLSTATE 0A000 naming the construct.
+CREATE FUNCTION ramp.create_immv(name text, query text) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+  parts text[] := pg_catalog.parse_ident(name);
+  view_schema text;
+  view_name text;
+  log_name text;
+  fill text;
+  body text;
+  attached bool;
+  n bigint;
+BEGIN
+  IF pg_catalog.cardinality(parts) = 2 THEN
+    view_schema := parts[1];
+    parts := parts[2:2];
+  ELSIF pg_catalog.cardinality(parts) = 1 THEN
+    view_schema := pg_catalog.current_schema();
+    IF view_schema IS NULL THEN
+      RAISE EXCEPTION 'no schema has been selected to create the view in'
+        USING ERRCODE = '3F000';
+    END IF;
+  ELSE
+    RAISE EXCEPTION 'improper view name: %', name USING ERRCODE = '42602';
+  END IF;
+  view_name := pg_catalog.format('%I.%I', view_schema, parts[1]);
+  log_name := pg_catalog.format('%I.%I', view_schema, '__ramp_immv_' || parts[1]);
+  IF pg_catalog.to_regclass(view_name) IS NOT NULL THEN
+    RAISE EXCEPTION 'relation % already exists', view_name USING ERRCODE = '42P07';
+  END IF;
+  INSERT INTO ramp.immvs (name, query, base_tables, log_table)
+    SELECT view_name, query, COALESCE(pg_catalog.array_agg(c.base_table ORDER BY c.base)
+                                        FILTER (WHERE c.kind = 'INSERT'), '{}'), log_name
+      FROM ramp._immv_compile(query, log_name) c;
+  INSERT INTO ramp.immv_sql (immv, kind, base, sql)
+    SELECT view_name, c.kind, c.base, c.sql FROM ramp._immv_compile(query, log_name) c;
+  SELECT s.sql INTO fill FROM ramp.immv_sql s WHERE s.immv = view_name AND s.kind = 'fill';
+  SELECT s.sql INTO body FROM ramp.immv_sql s WHERE s.immv = view_name AND s.kind = 'view';
+  -- A second PostgreSQL server of the cluster running the same create_immv attaches to the
+  -- log the first one filled (as identical CREATE TABLEs attach): it must not add it twice.
+  EXECUTE pg_catalog.format('CREATE TABLE %s USING ramp AS %s WITH NO DATA', log_name, fill);
+  EXECUTE pg_catalog.format('SELECT EXISTS (SELECT FROM %s)', log_name) INTO attached;
+  IF NOT attached THEN
+    EXECUTE pg_catalog.format('INSERT INTO %s %s', log_name, fill);
+  END IF;
+  EXECUTE pg_catalog.format('CREATE VIEW %s AS %s', view_name, body);
+  PERFORM ramp._immv_triggers(view_name, true);
+  EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM %s', view_name) INTO n;
+  RETURN n;
+END
+$$;
+
+-- The catalog name of the materialized view NAME (as the user writes it), or an error.
+CREATE FUNCTION ramp._immv_name(name text) RETURNS text LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  found text;
+BEGIN
+  SELECT i.name INTO found
+    FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+    JOIN ramp.immvs i ON i.name = pg_catalog.format('%I.%I', n.nspname, c.relname)
+   WHERE c.oid = pg_catalog.to_regclass(_immv_name.name);
+  IF found IS NULL THEN
+    RAISE EXCEPTION '"%" is not a materialized view of ramp.create_immv', _immv_name.name
+      USING ERRCODE = '42809';
+  END IF;
+  RETURN found;
+END
+$$;
+
+-- Recomputes the view from its base tables (with_data), or empties it and stops maintaining
+-- it until the next refresh with data (with_data = false).
+CREATE FUNCTION ramp.refresh_immv(name text, with_data bool) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+  v ramp.immvs;
+  n bigint;
+BEGIN
+  SELECT * INTO STRICT v FROM ramp.immvs WHERE immvs.name = ramp._immv_name(refresh_immv.name);
+  IF NOT with_data THEN
+    EXECUTE pg_catalog.format('DELETE FROM %s', v.log_table);
+    PERFORM ramp._immv_triggers(v.name, false);
+    UPDATE ramp.immvs SET populated = false WHERE immvs.name = v.name;
+    RETURN 0;
+  END IF;
+  IF NOT v.populated THEN
+    PERFORM ramp._immv_triggers(v.name, true);
+    UPDATE ramp.immvs SET populated = true WHERE immvs.name = v.name;
+  END IF;
+  EXECUTE (SELECT s.sql FROM ramp.immv_sql s WHERE s.immv = v.name AND s.kind = 'refresh');
+  EXECUTE pg_catalog.format('SELECT count(*) FROM %s', v.name) INTO n;
+  RETURN n;
+END
+$$;
+
+-- Rows where the maintained view and a recomputation of its query differ (none when the
+-- view is correct): 'view' rows are in the view only, 'query' rows in the query only (with
+-- duplicates counted). One statement, so one snapshot for the view and its base tables.
+CREATE FUNCTION ramp.verify_immv(name text) RETURNS TABLE (side text, row_data jsonb)
+    LANGUAGE plpgsql AS $$
+DECLARE
+  v text := ramp._immv_name(verify_immv.name);
+  q text;
+BEGIN
+  SELECT s.sql INTO STRICT q FROM ramp.immv_sql s WHERE s.immv = v AND s.kind = 'query';
+  RETURN QUERY EXECUTE pg_catalog.format(
+    'SELECT ''view''::text, to_jsonb(x) FROM (SELECT * FROM %1$s EXCEPT ALL SELECT * FROM (%2$s) q) x '
+    'UNION ALL '
+    'SELECT ''query''::text, to_jsonb(y) FROM (SELECT * FROM (%2$s) q EXCEPT ALL SELECT * FROM %1$s) y',
+    v, q);
+END
+$$;
+
+-- Merges the view's log rows (one per group or output row). Runs concurrently with writers:
+-- it conflicts (40001) only with another compaction or a min/max recomputation.
+CREATE FUNCTION ramp.compact_immv(name text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE (SELECT s.sql FROM ramp.immv_sql s
+            WHERE s.immv = ramp._immv_name(compact_immv.name) AND s.kind = 'compact');
+END
+$$;
+
+-- DROP VIEW of a materialized view drops its log table, triggers and catalog rows; DROP of
+-- a base table of a view is refused while the view exists.
+CREATE FUNCTION ramp._immv_on_drop() RETURNS event_trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  dropped text[];
+  v ramp.immvs;
+BEGIN
+  SELECT array_agg(object_identity) INTO dropped FROM pg_event_trigger_dropped_objects()
+   WHERE object_type IN ('view', 'table') AND NOT is_temporary;
+  IF dropped IS NULL THEN RETURN; END IF;
+  FOR v IN SELECT * FROM ramp.immvs
+            WHERE immvs.name = ANY (dropped) OR immvs.log_table = ANY (dropped) LOOP
+    DELETE FROM ramp.immv_sql WHERE immv = v.name;
+    DELETE FROM ramp.immvs WHERE immvs.name = v.name;
+    PERFORM ramp._immv_triggers(v.name, false);
+    EXECUTE format('DROP TABLE IF EXISTS %s', v.log_table);
+  END LOOP;
+  FOR v IN SELECT * FROM ramp.immvs WHERE base_tables && dropped LOOP
+    RAISE EXCEPTION 'cannot drop a base table of materialized view %', v.name
+      USING ERRCODE = '2BP01', HINT = 'Drop the view first.';
+  END LOOP;
+END
+$$;
+CREATE EVENT TRIGGER ramp_immv_sql_drop ON sql_drop EXECUTE FUNCTION ramp._immv_on_drop();

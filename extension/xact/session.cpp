@@ -1,4 +1,5 @@
 // The connection to the ramp cluster, its errors, and the read session of the transaction.
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -139,9 +140,8 @@ ramp::ReadSession& Session::reads() {
   if (reads_ == nullptr) reads_ = c.NewReadSession();
   // The statement: its start time and command id (a command that wrote makes the next one
   // see its writes; prefetched rows must not hide them).
-  reads_->SetStatement(
-      ramp::StatementTag{GetCurrentStatementStartTimestamp(), GetCurrentCommandId(false)},
-      StatementSnapshot());
+  reads_->SetStatement(ramp::StatementTag{StatementStart(), GetCurrentCommandId(false)},
+                       StatementSnapshot());
   return *reads_;
 }
 
@@ -159,10 +159,14 @@ ramp::ReadSession& Session::reads() {
 // writes get a timestamp in the millisecond after their last write and are acknowledged
 // only once the clock got there (xact.cpp): a commit acknowledged before this statement
 // started is visible, one whose writes came after its start is not.
+int64_t Session::StatementStart() const {
+  return std::max<int64_t>(GetCurrentStatementStartTimestamp(), nested_start_);
+}
+
 ramp::Timestamp Session::StatementSnapshot() const {
   if (guc::debug_unchecked_lookups) return ramp::Timestamp();
   const int64_t unix_ms =
-      GetCurrentStatementStartTimestamp() / 1000 +
+      StatementStart() / 1000 +
       (int64_t{POSTGRES_EPOCH_JDATE} - int64_t{UNIX_EPOCH_JDATE}) * SECS_PER_DAY * 1000;
   ramp::Timestamp snapshot{(static_cast<uint64_t>(unix_ms) << 16) | 0xFFFF, ~uint64_t{0}};
   if (last_own_commit_ > snapshot) snapshot = last_own_commit_;
@@ -192,6 +196,7 @@ bool Session::RecentlyFailed() const {
 
 void Session::EndTransaction() noexcept {
   reads_.reset();  // its remembered versions, statement bounds and prefetched rows
+  nested_start_ = 0;
   if (broken_) Reset();
 }
 

@@ -52,6 +52,12 @@ class Session {
     if (ts > last_own_commit_) last_own_commit_ = ts;
   }
 
+  // A statement nested in the current one that must read what committed since the
+  // top-level statement started (a materialized view's maintenance, after it took its
+  // locks: immv/maintain.cpp) gives its start (a PostgreSQL TimestampTz); statements read
+  // at the later of this and their own start. Cleared at transaction end.
+  void SetNestedStatementStart(int64_t start) { nested_start_ = start; }
+
   // Throws RampError(status, context) when status is not OK, and remembers failures after
   // which the connection must be reopened. keep_on_cancel: a cancelled wait left the
   // connections in order (a row-lock wait withdraws its request), keep them.
@@ -78,6 +84,7 @@ class Session {
   void Open();
   void Reset() noexcept;
   ramp::Timestamp StatementSnapshot() const;
+  int64_t StatementStart() const;
   static std::string SettingsFingerprint();
 
   std::unique_ptr<ramp::Client> client_;
@@ -88,6 +95,7 @@ class Session {
   std::chrono::steady_clock::time_point failed_at_{};
   std::set<ramp::KeyspaceId> defined_;
   ramp::Timestamp last_own_commit_;
+  int64_t nested_start_ = 0;
   std::unordered_map<ramp::KeyspaceId, KeyspaceSize> sizes_;
   std::chrono::steady_clock::time_point sizes_at_{};
 };

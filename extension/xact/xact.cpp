@@ -82,6 +82,34 @@ void CommitWrites(ramp::WriteBatch& writes) {
   session.ForgetSizes();  // the next plan sees this transaction's rows
 }
 
+// Test only (ramp.debug_immv_separate_put_ms): breaks the atomicity of materialized views on
+// purpose, so that a test can show its reader catches it: the base rows commit first, the
+// views' deltas in a second RAMP PUT after a pause.
+void CommitViewDeltasApart(XactState& x) {
+  // The views' row writes move to a batch of their own (what Client::Write sends of them:
+  // inserted values, deletions of committed rows with the version read); keys of the
+  // caller's layout (row-id sequences) stay with the base rows.
+  ramp::WriteBatch deltas(x.writes.limits());
+  for (ramp::KeyspaceId id : x.view_logs) {
+    const ramp::WriteBatch::Keyspace* ks = x.writes.Of(id);
+    if (ks == nullptr) continue;
+    for (const auto& [key, w] : ks->entries()) {
+      if (!w.sent()) continue;
+      if (w.deleted) {
+        deltas.Delete(ks->ref(), key, 0, ramp::kTopSubTxn, true,
+                      w.has_expected ? &w.expected : nullptr);
+      } else {
+        Session::Get().Check(deltas.Insert(ks->ref(), key, w.value, 0, ramp::kTopSubTxn),
+                             "moving a view delta to its own PUT");
+      }
+    }
+    x.writes.DiscardKeyspace(id);
+  }
+  if (!x.writes.empty()) CommitWrites(x.writes);
+  std::this_thread::sleep_for(std::chrono::milliseconds(guc::debug_immv_separate_put_ms));
+  if (!deltas.empty()) CommitWrites(deltas);
+}
+
 void PreCommit() {
   XactState* x = XactIfAny();
   if (x == nullptr) return;
@@ -91,7 +119,11 @@ void PreCommit() {
                    "The transaction is aborted instead of committing wrong data.");
   }
   if (x->catalog_changed) ReconcileCatalog(*x);
-  if (!x->writes.empty()) CommitWrites(x->writes);
+  if (!x->view_logs.empty() && guc::debug_immv_separate_put_ms > 0) {
+    CommitViewDeltasApart(*x);
+  } else if (!x->writes.empty()) {
+    CommitWrites(x->writes);
+  }
 }
 
 void PrePrepare() {

@@ -39,6 +39,9 @@ struct XactState {
   // Relation storage was created or dropped: ramp.keyspaces is reconciled with pg_class at
   // pre-commit.
   bool catalog_changed = false;
+  // Keyspaces of materialized-view logs this transaction wrote, noted only when the test
+  // switch ramp.debug_immv_separate_put_ms splits their deltas off into a PUT of their own.
+  std::vector<ramp::KeyspaceId> view_logs;
   // A subtransaction's writes could not be undone (out of memory): the commit must fail.
   bool poisoned = false;
   // Committed rows deleted (or updated away) by the current command, with the version this

@@ -1,0 +1,189 @@
+// The statement trigger that maintains a materialized view (ramp.create_immv): after each
+// INSERT, UPDATE, DELETE (transition tables __ramp_new / __ramp_old) and TRUNCATE of a base
+// table it runs the statement ramp._immv_compile made for that table and event, which
+// appends the view's delta to its log table. It runs in the writer's transaction, so the
+// delta goes into the same WriteBatch, hence the same RAMP PUT, as the base rows.
+//
+// The statement runs as the owner of the view's log table (writers of a base table need no
+// privilege on the log, as with heap triggers of pg_ivm), in a security-restricted
+// operation, with search_path = pg_catalog (the stored SQL is fully qualified).
+//
+// PostgreSQL-style code (no C++ objects with destructors) except the one Boundary of the test
+// switch below.
+#include "sqlapi/guc.hpp"
+#include "xact/session.hpp"
+#include "xact/xact.hpp"
+
+#include "boundary/boundary.hpp"
+#include "catalog/keyspace_catalog.hpp"
+
+extern "C" {
+#include "catalog/pg_authid.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+}
+
+namespace {
+
+const char* EventName(TriggerData* td) {
+  if (TRIGGER_FIRED_BY_INSERT(td->tg_event)) return "INSERT";
+  if (TRIGGER_FIRED_BY_DELETE(td->tg_event)) return "DELETE";
+  if (TRIGGER_FIRED_BY_UPDATE(td->tg_event)) return "UPDATE";
+  if (TRIGGER_FIRED_BY_TRUNCATE(td->tg_event)) return "TRUNCATE";
+  return nullptr;
+}
+
+// A join view's delta for a statement on base table i reads the other base tables as they
+// are now. Two transactions writing two different base tables concurrently would each miss
+// the other's uncommitted rows, and the pairs of their new rows would be in neither delta.
+// So, per view, a writer of base table i holds RowExclusiveLock on lock object (log, i) and
+// ShareLock on (log, j) for every other j until it commits: writers of the same table
+// (RowExclusive/RowExclusive, Share/Share) run side by side, writers of different tables of
+// one join view wait for each other's commit, and the later one's delta then reads the
+// earlier one's rows (its RAMP PUT is done before locks are released). This covers the
+// writers of one PostgreSQL server only (extension/immv/NOTES.md).
+void LockAgainstOtherBaseTables(Oid log_oid, int base, int bases) {
+  if (bases < 2) return;
+  for (int j = 1; j <= bases; ++j) {
+    LockDatabaseObject(RelationRelationId, log_oid, static_cast<uint16>(j),
+                       j == base ? RowExclusiveLock : ShareLock);
+  }
+}
+
+// Test only (ramp.debug_immv_separate_put_ms): the log's keyspace is committed apart.
+void NoteViewLog(Oid log_oid) {
+  Relation rel = table_open(log_oid, AccessShareLock);
+  pgramp::Boundary([&] { pgramp::Xact().view_logs.push_back(pgramp::RelationKeyspace(rel).id); });
+  table_close(rel, AccessShareLock);
+}
+
+constexpr const char* kCatalogQuery =
+    "SELECT s.sql, c.relowner, c.oid, pg_catalog.cardinality(i.base_tables)"
+    " FROM ramp.immv_sql s"
+    " JOIN ramp.immvs i ON i.name OPERATOR(pg_catalog.=) s.immv"
+    " JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) "
+    "pg_catalog.to_regclass(i.log_table)"
+    " JOIN pg_catalog.pg_roles r ON r.rolname OPERATOR(pg_catalog.=) i.owner"
+    " AND r.oid OPERATOR(pg_catalog.=) c.relowner"
+    " WHERE s.immv OPERATOR(pg_catalog.=) $1 AND s.base OPERATOR(pg_catalog.=) $2"
+    " AND s.kind OPERATOR(pg_catalog.=) $3";
+SPIPlanPtr catalog_plan = nullptr;
+
+// Plans of delta statements, by their text (saved SPI plans: the plan cache revalidates them
+// after DDL; the transition tables are found by name when they run).
+constexpr int kPlanCacheSize = 64;
+constexpr int64 kCachedPlanMaxRows = 64;
+struct CachedDeltaPlan {
+  char* sql;
+  SPIPlanPtr plan;
+};
+CachedDeltaPlan plan_cache[kPlanCacheSize];
+int plan_cache_next = 0;
+
+SPIPlanPtr DeltaPlan(const char* sql) {
+  for (CachedDeltaPlan& entry : plan_cache) {
+    if (entry.sql != nullptr && strcmp(entry.sql, sql) == 0) return entry.plan;
+  }
+  SPIPlanPtr plan = SPI_prepare(sql, 0, nullptr);
+  if (plan == nullptr) elog(ERROR, "preparing a materialized view's maintenance failed");
+  if (SPI_keepplan(plan) != 0) elog(ERROR, "SPI_keepplan failed");
+  CachedDeltaPlan& slot = plan_cache[plan_cache_next];
+  plan_cache_next = (plan_cache_next + 1) % kPlanCacheSize;
+  if (slot.plan != nullptr) SPI_freeplan(slot.plan);
+  if (slot.sql != nullptr) pfree(slot.sql);
+  slot.sql = MemoryContextStrdup(TopMemoryContext, sql);
+  slot.plan = plan;
+  return plan;
+}
+
+int64 TransitionRows(TriggerData* td) {
+  int64 rows = 0;
+  if (td->tg_newtable != nullptr) rows += tuplestore_tuple_count(td->tg_newtable);
+  if (td->tg_oldtable != nullptr) rows += tuplestore_tuple_count(td->tg_oldtable);
+  return rows;
+}
+
+}  // namespace
+
+extern "C" {
+
+PG_FUNCTION_INFO_V1(ramp_immv_maintain);
+Datum ramp_immv_maintain(PG_FUNCTION_ARGS) {
+  if (!CALLED_AS_TRIGGER(fcinfo)) {
+    ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                    errmsg("ramp._immv_maintain() must be called as a trigger")));
+  }
+  auto* td = reinterpret_cast<TriggerData*>(fcinfo->context);
+  const char* event = EventName(td);
+  if (!TRIGGER_FIRED_AFTER(td->tg_event) || !TRIGGER_FIRED_FOR_STATEMENT(td->tg_event) ||
+      event == nullptr || td->tg_trigger->tgnargs != 2) {
+    ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                    errmsg("ramp._immv_maintain() must be an AFTER ... FOR EACH STATEMENT "
+                           "trigger with two arguments (view, base table number)")));
+  }
+  const char* view = td->tg_trigger->tgargs[0];
+  const int base = pg_strtoint32(td->tg_trigger->tgargs[1]);
+
+  if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
+  if (SPI_register_trigger_data(td) != SPI_OK_TD_REGISTER) {
+    elog(ERROR, "SPI_register_trigger_data failed");
+  }
+  Oid saved_user;
+  int saved_context;
+  GetUserIdAndSecContext(&saved_user, &saved_context);
+  const int guc_level = NewGUCNestLevel();
+  (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+                          GUC_ACTION_SAVE, true, 0, false);
+  // The catalog is read as the bootstrap superuser: writers need no privilege on schema ramp
+  // (the query is fixed and fully qualified).
+  SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID, saved_context | SECURITY_LOCAL_USERID_CHANGE |
+                                                    SECURITY_RESTRICTED_OPERATION);
+  Oid argtypes[3] = {TEXTOID, INT4OID, TEXTOID};
+  Datum args[3] = {CStringGetTextDatum(view), Int32GetDatum(base), CStringGetTextDatum(event)};
+  if (catalog_plan == nullptr) {
+    SPIPlanPtr plan = SPI_prepare(kCatalogQuery, 3, argtypes);
+    if (plan == nullptr) elog(ERROR, "preparing the lookup in ramp.immv_sql failed");
+    if (SPI_keepplan(plan) != 0) elog(ERROR, "SPI_keepplan failed");
+    catalog_plan = plan;
+  }
+  const int rc = SPI_execute_plan(catalog_plan, args, nullptr, true, 1);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "reading ramp.immv_sql failed");
+  if (SPI_processed != 1) {
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("materialized view %s has no maintenance for %s on its base table %d",
+                           view, event, base),
+                    errhint("ramp.immvs and ramp.immv_sql must name the view, and the view's "
+                            "owner must own its log table; recreate the view.")));
+  }
+  char* sql = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+  bool isnull = false;
+  const Oid owner =
+      DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+
+  const Oid log_oid =
+      DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+  const int bases =
+      DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+  LockAgainstOtherBaseTables(log_oid, base, bases);
+  if (pgramp::guc::debug_immv_separate_put_ms > 0) NoteViewLog(log_oid);
+  // Having waited for them, read what the writers of the other base tables committed.
+  if (bases >= 2) pgramp::Session::Get().SetNestedStatementStart(GetCurrentTimestamp());
+
+  // Statements that changed few rows (the common case) reuse a plan of the delta statement;
+  // larger ones are planned for their transition tables' size.
+  const bool small = TransitionRows(td) <= kCachedPlanMaxRows;
+
+  // The view's delta is written as the view's owner.
+  SetUserIdAndSecContext(
+      owner, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+  const int result = small ? SPI_execute_plan(DeltaPlan(sql), nullptr, nullptr, false, 0)
+                           : SPI_execute(sql, false, 0);
+  if (result < 0) elog(ERROR, "maintaining materialized view %s failed (SPI %d)", view, result);
+  pgramp::Session::Get().SetNestedStatementStart(0);
+  SetUserIdAndSecContext(saved_user, saved_context);
+  AtEOXact_GUC(true, guc_level);
+  SPI_finish();
+  return PointerGetDatum(nullptr);
+}
+
+}  // extern "C"
