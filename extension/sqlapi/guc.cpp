@@ -23,11 +23,8 @@ double row_fetch_cost = 2.5;
 bool row_locks = true;
 int debug_commit_delay_us = 0;
 bool debug_unchecked_lookups = false;
-<<<<<<< HEAD
 bool debug_scan_own_snapshots = false;
-=======
 int debug_immv_separate_put_ms = 0;
->>>>>>> immv
 
 namespace {
 
@@ -145,19 +142,16 @@ void Define() {
                            "Test only: ramp_hash lookups skip their consistency check.", nullptr,
                            &debug_unchecked_lookups, false, PGC_SUSET,
                            GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
-<<<<<<< HEAD
   DefineCustomBoolVariable("ramp.debug_scan_own_snapshots",
                            "Test only: every page scan, and every participant of a parallel "
                            "one, reads at a snapshot of its own instead of the statement's.",
                            nullptr, &debug_scan_own_snapshots, false, PGC_SUSET,
                            GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
-=======
   DefineCustomIntVariable("ramp.debug_immv_separate_put_ms",
                           "Test only: materialized-view deltas commit in a RAMP PUT of their own, "
                           "this long after the base rows.",
                           nullptr, &debug_immv_separate_put_ms, 0, 0, 60 * 1000, PGC_SUSET,
                           GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
->>>>>>> immv
   MarkGUCPrefixReserved("ramp");
 }
 

@@ -21,15 +21,12 @@ extern bool row_locks;          // ramp.row_locks: UPDATE/DELETE/FOR UPDATE take
 // that it catches fractured reads).
 extern int debug_commit_delay_us;
 extern bool debug_unchecked_lookups;
-<<<<<<< HEAD
 // Test only: page scans (and each participant of a parallel one) draw their own snapshots
 // instead of reading at the statement's (then not read-atomic with the statement's other reads).
 extern bool debug_scan_own_snapshots;
-=======
 // Test only: a transaction's materialized-view deltas commit in a RAMP PUT of their own, this
 // many milliseconds after the base rows' PUT (0: one PUT, the normal case; immv/).
 extern int debug_immv_separate_put_ms;
->>>>>>> immv
 
 const char* TransportName();  // "shm", "tcp", "verbs"
 const char* ReadPathName();   // "rpc", "get+", "get*"
