@@ -2,9 +2,10 @@
 # make demo: the main job on a fresh machine (DESIGN §3). Builds everything, starts a local
 # cluster of 3 rampd (durable, with data directories) and a throwaway PostgreSQL, loads TPC-H
 # at a small scale into ramp tables (and heap tables, to check the answers), runs the 22
-# queries, a short pgbench and the read-atomicity checker, shows that a dropped and re-created
-# database starts empty (rampctl keyspaces) and that temporary tables stay local, and prints a
-# report.
+# queries, a short pgbench while partitions of pgbench_accounts move between the servers, the
+# read-atomicity checker (its partitions moving too), a RAMP-maintained materialized view,
+# shows that a dropped and re-created database starts empty (rampctl keyspaces) and that
+# temporary tables stay local, and prints a report.
 #   scripts/demo.sh [--sf SF] [--keep]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -61,10 +62,26 @@ pgb() {
 pgb -i -q -s 1 2>&1 | tail -1
 # pgbench exits non-zero when a client gives up; the report says what it measured anyway.
 select_tps=$({ pgb -S -c 4 -j 2 -T 10 2>&1 || true; } | awk '/^tps = / { print $3; exit }')
-tpcb_out=$({ pgb -c 4 -j 2 -T 10 --max-tries=100 2>&1 || true; })
+# Partitions of pgbench_accounts move to another server while TPC-B runs (live migration).
+move_partitions() {
+  sleep 2
+  for b in 0 1 2 3; do
+    pg -X -q -At -d bench -c "SELECT ramp.migrate_partition('pgbench_accounts', $b,
+      (SELECT (owner + 1) % 3 FROM ramp.partitions() WHERE relation = 'pgbench_accounts'::regclass AND bucket = $b))" >/dev/null || echo "move of bucket $b failed"
+  done
+}
+owners_before=$(pg -X -q -At -d bench -c "SELECT string_agg(owner::text, ',' ORDER BY bucket) FROM ramp.partitions() WHERE relation = 'pgbench_accounts'::regclass AND bucket < 4")
+move_partitions > "$work/moves.out" 2>&1 &
+mover=$!
+tpcb_out=$({ pgb -c 4 -j 2 -T 10 2>&1 || true; })
+wait "$mover" || true
+cat "$work/moves.out"
+owners_after=$(pg -X -q -At -d bench -c "SELECT string_agg(owner::text, ',' ORDER BY bucket) FROM ramp.partitions() WHERE relation = 'pgbench_accounts'::regclass AND bucket < 4")
+echo "owners of pgbench_accounts buckets 0-3: before $owners_before, after $owners_after (moved during TPC-B)"
+pg -d bench -c "SELECT relation, bucket, source, target, phase, bytes_copied, bytes_total FROM ramp.migrations ORDER BY started LIMIT 4" | sed 's/^/  /' || true
 tpcb_tps=$(echo "$tpcb_out" | awk '/^tps = / { print $3; exit }')
-tpcb_retried=$(echo "$tpcb_out" | awk '/number of transactions retried/ { print $5, $6; exit }')
-echo "select-only: ${select_tps:-?} tps; TPC-B: ${tpcb_tps:-?} tps (retried: ${tpcb_retried:-?})"
+tpcb_failed=$(echo "$tpcb_out" | awk '/number of failed transactions/ { print $5, $6; exit }')
+echo "select-only: ${select_tps:-?} tps; TPC-B: ${tpcb_tps:-?} tps (failed: ${tpcb_failed:-?}; concurrent updates wait on row locks)"
 step "TPC-B invariants on ramp tables (every transaction all-or-nothing)"
 pgb_sql() { "$root/scripts/pg-instance.sh" psql "$work/pg" -X -q -At -d bench -c "$1"; }
 invariants=$(pgb_sql "SELECT (SELECT sum(abalance) FROM pgbench_accounts) = (SELECT coalesce(sum(delta), 0) FROM pgbench_history)
@@ -72,9 +89,17 @@ invariants=$(pgb_sql "SELECT (SELECT sum(abalance) FROM pgbench_accounts) = (SEL
                          AND (SELECT sum(bbalance) FROM pgbench_branches) = (SELECT coalesce(sum(delta), 0) FROM pgbench_history)")
 echo "sum(abalance) = sum(tbalance) = sum(bbalance) = sum(delta): $invariants"
 
-step "read-atomicity checker: writers and readers on groups spread over the 3 servers (5 s)"
-check_out=$("$bin/ramp_check" --nodes "$(cat "$work/cluster/nodes.shm")" --token-file "$work/cluster/token" --duration-ms 5000 2>&1) || true
+step "read-atomicity checker: writers and readers on groups spread over the 3 servers, their partitions moving (5 s)"
+check_out=$("$bin/ramp_check" --nodes "$(cat "$work/cluster/nodes.shm")" --token-file "$work/cluster/token" --duration-ms 5000 --migrate 2>&1) || true
 echo "$check_out"
+
+step "a RAMP-maintained materialized view over pgbench_accounts, then writes, then verify"
+pgb_sql "SELECT ramp.create_immv('branch_totals', 'SELECT bid, count(*) AS accounts, sum(abalance) AS balance, max(abalance) AS top FROM pgbench_accounts GROUP BY bid')" >/dev/null
+{ pgb -c 2 -j 2 -T 5 2>&1 || true; } | awk '/^tps = / { print "TPC-B with the view: " $3 " tps" }'
+pg -d bench -c "SELECT * FROM branch_totals ORDER BY bid" | sed 's/^/  /'
+immv_diff=$(pgb_sql "SELECT count(*) FROM ramp.verify_immv('branch_totals')")
+immv_agrees=$(pgb_sql "SELECT (SELECT sum(balance) FROM branch_totals) = (SELECT sum(abalance) FROM pgbench_accounts)")
+echo "rows where the view and a recomputation differ: ${immv_diff:-?}; view total = table total in one statement: ${immv_agrees:-?}"
 
 step "keyspaces: a dropped database's rows never come back; temporary tables stay local"
 pg -q -c "CREATE DATABASE scratch"
@@ -100,7 +125,10 @@ pg -d demo -c "SELECT owner, count(*) AS partitions, sum(keys) AS rows, pg_size_
 echo "TPC-H SF $sf on ramp tables:"
 grep -E "^total|RESULT .*total_time" "$tpch_out" | sed 's/^/  /'
 if [ "$tpch_status" = 0 ]; then echo "  all 22 queries returned exactly the heap result"; else echo "  SOME QUERIES DIFFER (see above)"; fi
-echo "pgbench on ramp tables: select-only ${select_tps:-?} tps, TPC-B ${tpcb_tps:-?} tps (retried ${tpcb_retried:-?}); TPC-B balances agree: ${invariants:-?}"
+echo "pgbench on ramp tables: select-only ${select_tps:-?} tps, TPC-B ${tpcb_tps:-?} tps (failed ${tpcb_failed:-?}); TPC-B balances agree: ${invariants:-?}"
+echo "live migration: pgbench_accounts buckets 0-3 owned by $owners_before before TPC-B, by $owners_after after"
+echo "materialized view branch_totals: ${immv_diff:-?} rows differ from a recomputation"
 echo "read atomicity: ${check_out#ramp_check: }"
 echo "keyspaces: a re-created database's table saw ${recreated:-?} old rows"
-[ "$tpch_status" = 0 ] && [ "$invariants" = t ] && [ "$recreated" = 0 ]
+[ "$tpch_status" = 0 ] && [ "$invariants" = t ] && [ "$recreated" = 0 ] && [ "$immv_diff" = 0 ] &&
+  [ "$immv_agrees" = t ] && [ "$owners_before" != "$owners_after" ]
