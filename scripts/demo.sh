@@ -128,7 +128,7 @@ if [ "$tpch_status" = 0 ]; then echo "  all 22 queries returned exactly the heap
 echo "pgbench on ramp tables: select-only ${select_tps:-?} tps, TPC-B ${tpcb_tps:-?} tps (failed ${tpcb_failed:-?}); TPC-B balances agree: ${invariants:-?}"
 echo "live migration: pgbench_accounts buckets 0-3 owned by $owners_before before TPC-B, by $owners_after after"
 echo "materialized view branch_totals: ${immv_diff:-?} rows differ from a recomputation"
-echo "read atomicity: ${check_out#ramp_check: }"
+echo "read atomicity: $(echo "$check_out" | grep '^ramp_check:' | sed 's/^ramp_check: //' | paste -sd ';' -)"
 echo "keyspaces: a re-created database's table saw ${recreated:-?} old rows"
 [ "$tpch_status" = 0 ] && [ "$invariants" = t ] && [ "$recreated" = 0 ] && [ "$immv_diff" = 0 ] &&
   [ "$immv_agrees" = t ] && [ "$owners_before" != "$owners_after" ]
