@@ -41,11 +41,10 @@ TxnMetadata PlanMetadata(std::span<const WriteItem> writes, const std::vector<Pa
   m.mode = record::Metadata::Mode::kPartitions;
   record::Metadata md;
   md.mode = m.mode;
-  for (const auto& p : parts) {
-    if (std::find(md.partitions.begin(), md.partitions.end(), p) == md.partitions.end()) {
-      md.partitions.push_back(p);
-    }
-  }
+  // Sorted and unique: the encoding can then be a bitmap of buckets per keyspace (record.h).
+  md.partitions.assign(parts.begin(), parts.end());
+  std::sort(md.partitions.begin(), md.partitions.end());
+  md.partitions.erase(std::unique(md.partitions.begin(), md.partitions.end()), md.partitions.end());
   record::EncodeMetadata(md, &m.partitions_encoded);
   return m;
 }

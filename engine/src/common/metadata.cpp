@@ -103,7 +103,12 @@ constexpr uint8_t kPartitionBitmaps = 3;
 constexpr size_t kBitmapGroupFixedBytes = 8 + 2;
 constexpr uint32_t kMaxBitmapBucket = 65535 * 8 - 1;
 
+// Only for a list in strictly increasing order (what the writer makes, and what the bitmaps
+// decode to): any list a decoder accepted then encodes to bytes that decode to it again.
 bool EncodePartitionBitmaps(const std::vector<PartitionId>& partitions, std::string* out) {
+  for (size_t i = 1; i < partitions.size(); i++) {
+    if (!(partitions[i - 1] < partitions[i])) return false;
+  }
   std::map<KeyspaceId, std::vector<uint8_t>> groups;
   for (const PartitionId& p : partitions) {
     if (p.bucket > kMaxBitmapBucket) return false;
