@@ -220,7 +220,7 @@ SELECT r.attname, r.null_frac = h.null_frac AS same_null_frac, r.avg_width = h.a
        abs(r.most_common_freqs[1] - h.most_common_freqs[1]) < 0.05 AS close_top_freq
   FROM pg_stats r JOIN pg_stats h ON h.attname = r.attname AND h.tablename = 'big_heap'
  WHERE r.tablename = 'big_ramp' AND r.attname = 'g';
-SELECT r.attname, abs(r.avg_width - h.avg_width) <= 2 AS close_width,
+SELECT r.attname, abs(r.avg_width - h.avg_width) <= 0.05 * h.avg_width AS close_width,
        (r.n_distinct < 0) = (h.n_distinct < 0) AS same_kind_of_n_distinct
   FROM pg_stats r JOIN pg_stats h ON h.attname = r.attname AND h.tablename = 'big_heap'
  WHERE r.tablename = 'big_ramp' AND r.attname IN ('id', 'payload') ORDER BY 1;
