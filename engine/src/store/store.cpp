@@ -70,7 +70,9 @@ struct Store::Impl {
     std::shared_lock lock(map_mu);
     std::vector<std::shared_ptr<Partition>> all;
     all.reserve(partitions.size());
-    for (const auto& [id, p] : partitions) all.push_back(p);
+    for (const auto& [id, p] : partitions) {
+      if (p != nullptr) all.push_back(p);
+    }
     return all;
   }
 
@@ -379,14 +381,15 @@ Status Store::BeginCopy(const PartitionId& partition, uint32_t epoch, double loa
   fresh->SetServing(false);
   fresh->SeedLoad(load);
   {
+    // find(), not operator[]: a null entry left in the map would reach every loop over the
+    // partitions (garbage collection, stats) between here and the insertion below.
     std::unique_lock lock(impl_->map_mu);
-    auto& slot = impl_->partitions[partition];
-    old = std::move(slot);
-    if (old != nullptr) {
+    auto it = impl_->partitions.find(partition);
+    if (it != impl_->partitions.end()) {
       // The old copy's drop must reach the log writer before the new copy's pages do
       // (they share the partition's directory).
-      slot = nullptr;
-      impl_->partitions.erase(partition);
+      old = std::move(it->second);
+      impl_->partitions.erase(it);
     }
   }
   if (old != nullptr) {
