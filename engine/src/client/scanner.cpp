@@ -177,6 +177,8 @@ struct Scanner::State {
   Status OpenAt(std::span<const size_t> which, bool wait_pending);
   // The index of the next partition to read into *index; false when none is left.
   bool TakePartition(size_t* index);
+  // Loads partitions until rows are left to hand out; *done when none is left.
+  Status FillRows(bool* done);
   Status LoadPartition(size_t index);
   void FindRepeatedKeys(const std::vector<Seen>& es);
   bool IsRepeated(uint64_t key) const;
@@ -617,18 +619,25 @@ Status Scanner::State::LoadPartition(size_t index) {
   return Status::OK();
 }
 
-Status Scanner::Next(ScanRow* row, bool* done) {
-  State& s = *state_;
-  while (s.pos >= s.rows.size()) {
+Status Scanner::State::FillRows(bool* done) {
+  *done = false;
+  while (pos >= rows.size()) {
     size_t index = 0;
-    if (!s.TakePartition(&index)) {
-      s.rows.clear();
-      s.pos = 0;
+    if (!TakePartition(&index)) {
+      rows.clear();
+      pos = 0;
       *done = true;
       return Status::OK();
     }
-    RAMP_RETURN_IF_ERROR(s.LoadPartition(index));
+    RAMP_RETURN_IF_ERROR(LoadPartition(index));
   }
+  return Status::OK();
+}
+
+Status Scanner::Next(ScanRow* row, bool* done) {
+  State& s = *state_;
+  RAMP_RETURN_IF_ERROR(s.FillRows(done));
+  if (*done) return Status::OK();
   *row = s.rows[s.pos++];
   s.stats.rows++;
   *done = false;
@@ -637,16 +646,10 @@ Status Scanner::Next(ScanRow* row, bool* done) {
 
 Status Scanner::NextRows(std::span<const ScanRow>* rows, bool* done) {
   State& s = *state_;
-  while (s.pos >= s.rows.size()) {
-    size_t index = 0;
-    if (!s.TakePartition(&index)) {
-      s.rows.clear();
-      s.pos = 0;
-      *rows = {};
-      *done = true;
-      return Status::OK();
-    }
-    RAMP_RETURN_IF_ERROR(s.LoadPartition(index));
+  RAMP_RETURN_IF_ERROR(s.FillRows(done));
+  if (*done) {
+    *rows = {};
+    return Status::OK();
   }
   *rows = std::span<const ScanRow>(s.rows.data() + s.pos, s.rows.size() - s.pos);
   s.stats.rows += s.rows.size() - s.pos;

@@ -149,6 +149,22 @@ void Migrations::Start(const protocol::MigrateRequest& req, const protocol::Head
   Spawn([this, req, h, reply]() mutable { Drive(req, h, std::move(reply)); });
 }
 
+// Ends this node's copy of partition p, if it is pulling one (target side).
+void Migrations::StopPuller(const PartitionId& p) {
+  std::shared_ptr<Puller> pl;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = pullers_.find(p); it != pullers_.end()) {
+      pl = it->second;
+      pullers_.erase(it);
+    }
+  }
+  if (pl != nullptr) {
+    pl->cancel.store(true);
+    if (pl->thread.joinable()) pl->thread.join();
+  }
+}
+
 Status Migrations::Ctl(uint32_t node, const MigrateCtl& m, MigrateCtlReply* out) {
   // One client per driver thread (Clients are single-threaded), kept across the steps of a
   // move so that the cutover's steps do not each pay a connection; dropped after an error
@@ -475,18 +491,7 @@ Status Migrations::Control(const MigrateCtl& m, MigrateCtlReply* out) {
       return Status::OK();
     }
     case MigrateAction::kAdopt: {
-      std::shared_ptr<Puller> pl;
-      {
-        std::lock_guard lock(mu_);
-        if (auto it = pullers_.find(p); it != pullers_.end()) {
-          pl = it->second;
-          pullers_.erase(it);
-        }
-      }
-      if (pl != nullptr) {
-        pl->cancel.store(true);
-        if (pl->thread.joinable()) pl->thread.join();
-      }
+      StopPuller(p);
       RAMP_RETURN_IF_ERROR(ctx_->directory->Adopt(p, m.epoch));
       (void)store->SetServing(p, true);
       RAMP_INFO("serving %s (epoch %llu)", p.ToString().c_str(),
@@ -494,18 +499,7 @@ Status Migrations::Control(const MigrateCtl& m, MigrateCtlReply* out) {
       return Status::OK();
     }
     case MigrateAction::kDrop: {
-      std::shared_ptr<Puller> pl;
-      {
-        std::lock_guard lock(mu_);
-        if (auto it = pullers_.find(p); it != pullers_.end()) {
-          pl = it->second;
-          pullers_.erase(it);
-        }
-      }
-      if (pl != nullptr) {
-        pl->cancel.store(true);
-        if (pl->thread.joinable()) pl->thread.join();
-      }
+      StopPuller(p);
       if (ctx_->directory->Owns(p)) {
         return Status::InvalidArgument("node " + std::to_string(ctx_->self) + " serves " +
                                        p.ToString() + ": its copy is not dropped");

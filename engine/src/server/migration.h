@@ -64,6 +64,7 @@ class Migrations {
   void StartRebalancer(int interval_ms, double threshold, int cooldown_ms);
 
  private:
+  void StopPuller(const PartitionId& p);
   struct Puller;
   void Drive(protocol::MigrateRequest req, protocol::Header h, DeferredReply reply);
   Status Check(const protocol::MigrateRequest& req, MigrationState* m);
