@@ -7,6 +7,7 @@
 #include "rows/access_methods.hpp"
 #include "sqlapi/guc.hpp"
 #include "tableam/tableam.hpp"
+#include "xact/shared_addresses.hpp"
 
 extern "C" {
 PG_MODULE_MAGIC;
@@ -102,5 +103,6 @@ void _PG_init(void) {
   set_rel_pathlist_hook = pgramp::SetRelPathlist;
   pgramp::tam::InstallTemporaryTableHook();
   pgramp::InstallDropDatabaseHook();
+  pgramp::InstallSharedAddressCache();
 }
 }
