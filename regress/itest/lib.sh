@@ -106,6 +106,14 @@ psql_in() {
   "$PG_INSTANCE" psql "$ITEST_DIR/$name" -X -q -At -d itest "$@"
 }
 
+# pgbench_on NAME [pgbench args]: pgbench (as postgres) on the instance's itest database.
+pgbench_on() {
+  local name="$1"
+  shift
+  runuser -u postgres -- "$(pg_config --bindir)/pgbench" -h "$ITEST_DIR/$name/sock" \
+    -p "$(cat "$ITEST_DIR/$name/port")" -U postgres "$@" itest
+}
+
 # expect_in FILE REGEX WHAT: the file must contain a line matching REGEX.
 expect_in() {
   grep -Eq "$2" "$1" || { echo "---- $1:" >&2; cat "$1" >&2; fail "$3"; }

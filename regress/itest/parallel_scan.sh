@@ -28,10 +28,6 @@ UPDATE pt2 SET v = v + 1 WHERE id = :b;
 END;
 SQL
 chmod 644 "$ITEST_DIR/move.sql"
-pgbench_in() {
-  runuser -u postgres -- "$(pg_config --bindir)/pgbench" -h "$ITEST_DIR/a/sock" \
-    -p "$(cat "$ITEST_DIR/a/port")" -U postgres "$@" itest
-}
 parallel="SET max_parallel_workers_per_gather = 2; SET parallel_setup_cost = 0;
   SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0;
   SET parallel_leader_participation = off;"
@@ -42,7 +38,7 @@ echo "$plan" | grep -q "Workers Launched: 2" || { echo "$plan"; fail "the parall
 # reads N SETTINGS: N checks while writers run; prints the first bad result.
 reads() {
   local n="$1" settings="$2"
-  pgbench_in -n -c 2 -j 2 -T 600 --max-tries=1000 -f "$ITEST_DIR/move.sql" > "$ITEST_DIR/writers.out" 2>&1 &
+  pgbench_on a -n -c 2 -j 2 -T 600 --max-tries=1000 -f "$ITEST_DIR/move.sql" > "$ITEST_DIR/writers.out" 2>&1 &
   local writers=$!
   itest_background+=("$writers")
   sleep 1

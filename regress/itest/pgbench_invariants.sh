@@ -14,12 +14,8 @@
 
 cluster_start
 pg_start a --set shared_preload_libraries=pg_ramp
-pgbench_in() {
-  runuser -u postgres -- "$(pg_config --bindir)/pgbench" -h "$ITEST_DIR/a/sock" \
-    -p "$(cat "$ITEST_DIR/a/port")" -U postgres "$@" itest
-}
 psql_in a -c "ALTER DATABASE itest SET default_table_access_method = ramp"
-pgbench_in -i -q -s 2 > "$ITEST_DIR/init.out" 2>&1 || { cat "$ITEST_DIR/init.out"; fail "pgbench -i failed"; }
+pgbench_on a -i -q -s 2 > "$ITEST_DIR/init.out" 2>&1 || { cat "$ITEST_DIR/init.out"; fail "pgbench -i failed"; }
 got="$(psql_in a -c "SELECT string_agg(DISTINCT a.amname, ',') FROM pg_class c JOIN pg_am a ON a.oid = c.relam
                       WHERE c.relname IN ('pgbench_accounts', 'pgbench_branches', 'pgbench_tellers', 'pgbench_history')")"
 [ "$got" = ramp ] || fail "pgbench's tables are not ramp tables (access methods: $got)"
@@ -42,7 +38,7 @@ check_invariants() {  # check_invariants WHAT: prints the violation, or nothing
 }
 
 log "pgbench TPC-B, 4 clients, 2 branches, 2000 transactions"
-pgbench_in -c 4 -j 2 -t 500 --verbose-errors > "$ITEST_DIR/run.out" 2>&1 || true
+pgbench_on a -c 4 -j 2 -t 500 --verbose-errors > "$ITEST_DIR/run.out" 2>&1 || true
 grep -E "processed|failed|retried|aborted|error" "$ITEST_DIR/run.out" | head -8
 failed="$(awk '/number of failed transactions/ { print $5 }' "$ITEST_DIR/run.out")"
 [ "$failed" = 0 ] || { cat "$ITEST_DIR/run.out"; fail "pgbench reports ${failed:-no count of} failed transactions, expected 0"; }

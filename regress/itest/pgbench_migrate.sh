@@ -9,15 +9,11 @@
 
 cluster_start
 pg_start a --set shared_preload_libraries=pg_ramp
-pgbench_in() {
-  runuser -u postgres -- "$(pg_config --bindir)/pgbench" -h "$ITEST_DIR/a/sock" \
-    -p "$(cat "$ITEST_DIR/a/port")" -U postgres "$@" itest
-}
 psql_in a -c "ALTER DATABASE itest SET default_table_access_method = ramp"
-pgbench_in -i -q -s 1 > "$ITEST_DIR/init.out" 2>&1 || { cat "$ITEST_DIR/init.out"; fail "pgbench -i failed"; }
+pgbench_on a -i -q -s 1 > "$ITEST_DIR/init.out" 2>&1 || { cat "$ITEST_DIR/init.out"; fail "pgbench -i failed"; }
 
 log "pgbench TPC-B, 4 clients, while partitions of pgbench_accounts and pgbench_branches move"
-pgbench_in -c 4 -j 2 -t 300 --max-tries=100 > "$ITEST_DIR/run.out" 2>&1 &
+pgbench_on a -c 4 -j 2 -t 300 --max-tries=100 > "$ITEST_DIR/run.out" 2>&1 &
 bench=$!
 moves=0
 while kill -0 "$bench" 2>/dev/null; do
