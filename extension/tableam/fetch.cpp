@@ -65,6 +65,23 @@ struct IndexFetch {
 
 }  // namespace
 
+uint64_t VersionHash(const ramp::Timestamp& ts) {
+  // splitmix64's finalizer: every bit of the timestamp reaches the low 32 bits.
+  uint64_t z = ts.time ^ (ts.client * 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+void StoreVersion(TupleTableSlot* slot, Relation rel, const RowVersion& row) {
+  StoreRow(slot, rel, row.rowid, row.value);
+  if (row.own) {
+    MarkOwnVersion(slot, row.own_cid);
+  } else {
+    MarkCommittedVersion(slot, VersionHash(row.ts));
+  }
+}
+
 void FetchRows(const ramp::KeyspaceRef& ks, const ramp::Visibility& vis,
                const std::vector<uint64_t>& rowids, FetchedRows* out) {
   out->rows.clear();
@@ -75,7 +92,7 @@ void FetchRows(const ramp::KeyspaceRef& ks, const ramp::Visibility& vis,
     const ramp::BatchEntry* own = nullptr;
     switch (OwnVerdict(ks, vis, rowid, &own)) {
       case Own::kVisible:
-        out->rows.push_back(RowVersion{rowid, {}, true, own->value});
+        out->rows.push_back(RowVersion{rowid, {}, true, own->value, true, own->insert_cid});
         break;
       case Own::kInvisible:
         break;
@@ -119,7 +136,7 @@ bool FetchRow(const ramp::KeyspaceRef& ks, const ramp::Visibility& vis, uint64_t
   const ramp::BatchEntry* own = nullptr;
   switch (OwnVerdict(ks, vis, rowid, &own)) {
     case Own::kVisible:
-      *out = RowVersion{rowid, {}, true, own->value};
+      *out = RowVersion{rowid, {}, true, own->value, true, own->insert_cid};
       return true;
     case Own::kInvisible:
       return false;
@@ -201,7 +218,7 @@ bool IndexFetchTuple(struct IndexFetchTableData* scan, ItemPointer tid, Snapshot
         !CheckCommandDeletesCurrent(fetch->ks, rowid, /*remote=*/!row.ts.zero())) {
       return false;
     }
-    StoreRow(slot, scan->rel, rowid, row.value);
+    StoreVersion(slot, scan->rel, row);
     return true;
   });
   return found;
@@ -232,7 +249,7 @@ bool TupleFetchRowVersion(Relation rel, ItemPointer tid, Snapshot snapshot, Tupl
         // With row locks the UPDATE locks the row next, finds that the version it read is
         // not the newest any more, and lets EvalPlanQual redo its change on the newest one
         // (tableam/row_locks.cpp): hand out the newest version for now.
-        StoreRow(slot, rel, rowid, row.value);
+        StoreVersion(slot, rel, row);
         return true;
       }
       throw RampError(ramp::Status::Conflict("row " + std::to_string(rowid) +
@@ -241,7 +258,7 @@ bool TupleFetchRowVersion(Relation rel, ItemPointer tid, Snapshot snapshot, Tupl
                       std::string("updating ramp table \"") + RelationGetRelationName(rel) + "\"");
     }
     if (!found) return false;
-    StoreRow(slot, rel, rowid, row.value);
+    StoreVersion(slot, rel, row);
     return true;
   });
 }

@@ -9,6 +9,7 @@
 
 #include "ramp/client.h"
 #include "ramp/write_batch.h"
+#include "rows/row_slot.hpp"
 #include "rows/tid.hpp"
 #include "rows/tuple_codec.hpp"
 #include "tableam/row_source.hpp"
@@ -28,6 +29,11 @@ extern const TableAmRoutine kDispatchMethods;
 void InstallTemporaryTableHook();
 
 // ---- row reads with the transaction's own writes overlaid (fetch.cpp) ----
+// A committed version's timestamp folded for the slot's xmin (rows/row_slot.hpp).
+uint64_t VersionHash(const ramp::Timestamp& ts);
+// StoreRow, and who wrote the version (the transaction or a committed one) for the slot's
+// system columns.
+void StoreVersion(TupleTableSlot* slot, Relation rel, const RowVersion& row);
 struct FetchedRows {
   std::vector<RowVersion> rows;  // visible rows, ascending row id
   size_t dead = 0;               // ids whose latest version is a committed deletion

@@ -1,0 +1,159 @@
+// The slot type of ramp tables: TTSOpsMinimalTuple's callbacks, plus the writer of the row
+// version for xmin/xmax/cmin/cmax (row_slot.hpp). Callbacks are called by PostgreSQL and
+// call only PostgreSQL: plain C, no C++ objects (an ereport unwinds through them).
+#include "rows/row_slot.hpp"
+
+namespace pgramp {
+
+namespace {
+
+struct RowSlot {
+  MinimalTupleTableSlot base;
+  bool own;               // written by this transaction
+  bool locked;            // own: by updating a row it had locked (xmax)
+  CommandId cid;          // own: the command that wrote it
+  uint64_t version_hash;  // committed: the version's timestamp, hashed
+};
+
+void SetCommitted(TupleTableSlot* slot, uint64_t version_hash) {
+  RowSlot* r = reinterpret_cast<RowSlot*>(slot);
+  r->own = false;
+  r->locked = false;
+  r->cid = FirstCommandId;
+  r->version_hash = version_hash;
+}
+
+void Init(TupleTableSlot* slot) {
+  TTSOpsMinimalTuple.init(slot);
+  SetCommitted(slot, 0);
+}
+
+void Release(TupleTableSlot* slot) {
+  TTSOpsMinimalTuple.release(slot);
+}
+
+void Clear(TupleTableSlot* slot) {
+  TTSOpsMinimalTuple.clear(slot);
+  SetCommitted(slot, 0);
+}
+
+void GetSomeAttrs(TupleTableSlot* slot, int natts) {
+  TTSOpsMinimalTuple.getsomeattrs(slot, natts);
+}
+
+// A normal transaction id that is not one of this transaction's, from the version's hash.
+TransactionId CommittedXmin(uint64_t version_hash) {
+  constexpr uint64_t kNormalIds = uint64_t{MaxTransactionId} - FirstNormalTransactionId + 1;
+  uint64_t h = version_hash;
+  for (;;) {
+    const TransactionId xid = static_cast<TransactionId>(FirstNormalTransactionId + h % kNormalIds);
+    if (!TransactionIdIsCurrentTransactionId(xid)) return xid;
+    h++;
+  }
+}
+
+// The transaction's xid, assigned now if it has none yet (ramp writes do not need one). A
+// parallel worker cannot assign one: InvalidTransactionId (workers never see the leader's
+// buffered writes anyway).
+TransactionId OwnXid() {
+  const TransactionId xid = GetTopTransactionIdIfAny();
+  if (TransactionIdIsValid(xid) || IsInParallelMode()) return xid;
+  return GetTopTransactionId();
+}
+
+Datum GetSysAttr(TupleTableSlot* slot, int attnum, bool* isnull) {
+  const RowSlot* r = reinterpret_cast<const RowSlot*>(slot);
+  *isnull = false;
+  switch (attnum) {
+    case MinTransactionIdAttributeNumber:
+      if (!r->own) return TransactionIdGetDatum(CommittedXmin(r->version_hash));
+      return TransactionIdGetDatum(OwnXid());
+    case MaxTransactionIdAttributeNumber:
+      return TransactionIdGetDatum(r->own && r->locked ? OwnXid() : InvalidTransactionId);
+    case MinCommandIdAttributeNumber:
+    case MaxCommandIdAttributeNumber:
+      return CommandIdGetDatum(r->own ? r->cid : FirstCommandId);
+    default:
+      ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                      errmsg("ramp tables have no system column %d", attnum)));
+  }
+  return Datum(0);
+}
+
+void Materialize(TupleTableSlot* slot) {
+  TTSOpsMinimalTuple.materialize(slot);
+}
+
+// TTSOpsMinimalTuple's copyslot stores with ExecStoreMinimalTuple, which refuses this type.
+void CopySlot(TupleTableSlot* dst, TupleTableSlot* src) {
+  MemoryContext old = MemoryContextSwitchTo(dst->tts_mcxt);
+  MinimalTuple tuple = ExecCopySlotMinimalTuple(src);
+  MemoryContextSwitchTo(old);
+  StoreMinimalTupleInRowSlot(dst, tuple, true);
+  if (IsRowSlot(src)) {
+    const RowSlot* s = reinterpret_cast<const RowSlot*>(src);
+    RowSlot* d = reinterpret_cast<RowSlot*>(dst);
+    d->own = s->own;
+    d->locked = s->locked;
+    d->cid = s->cid;
+    d->version_hash = s->version_hash;
+  }
+}
+
+MinimalTuple GetMinimalTuple(TupleTableSlot* slot) {
+  return TTSOpsMinimalTuple.get_minimal_tuple(slot);
+}
+
+HeapTuple CopyHeapTuple(TupleTableSlot* slot) {
+  return TTSOpsMinimalTuple.copy_heap_tuple(slot);
+}
+
+MinimalTuple CopyMinimalTuple(TupleTableSlot* slot) {
+  return TTSOpsMinimalTuple.copy_minimal_tuple(slot);
+}
+
+}  // namespace
+
+extern const TupleTableSlotOps kRowSlotOps = {
+    .base_slot_size = sizeof(RowSlot),
+    .init = Init,
+    .release = Release,
+    .clear = Clear,
+    .getsomeattrs = GetSomeAttrs,
+    .getsysattr = GetSysAttr,
+    .materialize = Materialize,
+    .copyslot = CopySlot,
+    .get_heap_tuple = nullptr,
+    .get_minimal_tuple = GetMinimalTuple,
+    .copy_heap_tuple = CopyHeapTuple,
+    .copy_minimal_tuple = CopyMinimalTuple,
+};
+
+void StoreMinimalTupleInRowSlot(TupleTableSlot* slot, MinimalTuple tuple, bool should_free) {
+  // What TTSOpsMinimalTuple does when it stores a tuple (execTuples.c).
+  ExecClearTuple(slot);
+  auto* m = reinterpret_cast<MinimalTupleTableSlot*>(slot);
+  slot->tts_flags &= ~TTS_FLAG_EMPTY;
+  slot->tts_nvalid = 0;
+  m->off = 0;
+  m->mintuple = tuple;
+  m->minhdr.t_len = tuple->t_len + MINIMAL_TUPLE_OFFSET;
+  m->minhdr.t_data =
+      reinterpret_cast<HeapTupleHeader>(reinterpret_cast<char*>(tuple) - MINIMAL_TUPLE_OFFSET);
+  if (should_free) slot->tts_flags |= TTS_FLAG_SHOULDFREE;
+}
+
+void MarkOwnVersion(TupleTableSlot* slot, CommandId cid, bool locked) {
+  if (!IsRowSlot(slot)) return;
+  RowSlot* r = reinterpret_cast<RowSlot*>(slot);
+  r->own = true;
+  r->locked = locked;
+  r->cid = cid;
+  r->version_hash = 0;
+}
+
+void MarkCommittedVersion(TupleTableSlot* slot, uint64_t version_hash) {
+  if (IsRowSlot(slot)) SetCommitted(slot, version_hash);
+}
+
+}  // namespace pgramp
