@@ -268,19 +268,9 @@ bool TupleSatisfiesSnapshot(Relation rel, TupleTableSlot* slot, Snapshot snapsho
     uint64_t rowid = 0;
     if (!RowIdOfTid(&slot->tts_tid, &rowid)) return false;
     const ramp::KeyspaceRef ks = RelationKeyspace(rel);
-    if (snapshot != nullptr && snapshot->snapshot_type == SNAPSHOT_MVCC) {
-      // PostgreSQL's one caller with an MVCC snapshot is ExecCheckTupleVisible (ON CONFLICT
-      // under REPEATABLE READ / SERIALIZABLE): for an invisible row it reads xmin, and fails
-      // with 40001 unless the row is the transaction's own. Ramp slots have no xmin ("cannot
-      // retrieve a system column"), so a live row this transaction wrote in a command the
-      // snapshot does not see counts as visible here: the caller's outcome is heap's.
-      const XactState* x = XactIfAny();
-      const ramp::BatchEntry* w =
-          x == nullptr ? nullptr : x->writes.Find(ks.id, ramp::EntryKey{0, rowid});
-      if (w != nullptr && w->inserted && !w->deleted && w->insert_cid >= snapshot->curcid) {
-        return true;
-      }
-    }
+    // PostgreSQL's one caller with an MVCC snapshot is ExecCheckTupleVisible (ON CONFLICT
+    // under REPEATABLE READ / SERIALIZABLE): for an invisible row it reads the slot's xmin,
+    // and fails with 40001 unless the row is the transaction's own (rows/row_slot.hpp).
     RowVersion row;
     return FetchRow(ks, VisibilityOf(snapshot), rowid, &row, nullptr);
   });

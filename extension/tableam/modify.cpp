@@ -355,9 +355,9 @@ TM_Result TupleUpdate(Relation rel, ItemPointer otid, TupleTableSlot* slot, Comm
 namespace {
 
 // ExecOnConflictUpdate's error for a row the same command inserted or updated. Heap returns
-// TM_Invisible and the executor raises it after reading the row's xmin from the slot; ramp
-// slots have no xmin (TTSOpsMinimalTuple), so it is raised here, with the same SQLSTATE,
-// message and hint.
+// TM_Invisible with the row in the slot, and the executor raises it after reading the row's
+// xmin; tuple_lock hands out no row with TM_Invisible, so it is raised here, with the same
+// SQLSTATE, message and hint.
 [[noreturn]] void ThrowAffectedTwice() {
   throw SqlError(ERRCODE_CARDINALITY_VIOLATION,
                  "ON CONFLICT DO UPDATE command cannot affect row a second time", {},
