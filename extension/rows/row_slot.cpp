@@ -9,23 +9,25 @@ namespace {
 
 struct RowSlot {
   MinimalTupleTableSlot base;
-  bool own;               // written by this transaction
-  bool locked;            // own: by updating a row it had locked (xmax)
-  CommandId cid;          // own: the command that wrote it
-  uint64_t version_hash;  // committed: the version's timestamp, hashed
+  bool own;          // written by this transaction
+  bool locked;       // own: by updating a row it had locked (xmax)
+  CommandId cid;     // own: the command that wrote it
+  uint64_t ts_time;  // committed: the version's timestamp
+  uint64_t ts_client;
 };
 
-void SetCommitted(TupleTableSlot* slot, uint64_t version_hash) {
+void SetCommitted(TupleTableSlot* slot, uint64_t ts_time, uint64_t ts_client) {
   RowSlot* r = reinterpret_cast<RowSlot*>(slot);
   r->own = false;
   r->locked = false;
   r->cid = FirstCommandId;
-  r->version_hash = version_hash;
+  r->ts_time = ts_time;
+  r->ts_client = ts_client;
 }
 
 void Init(TupleTableSlot* slot) {
   TTSOpsMinimalTuple.init(slot);
-  SetCommitted(slot, 0);
+  SetCommitted(slot, 0, 0);
 }
 
 void Release(TupleTableSlot* slot) {
@@ -34,17 +36,21 @@ void Release(TupleTableSlot* slot) {
 
 void Clear(TupleTableSlot* slot) {
   TTSOpsMinimalTuple.clear(slot);
-  SetCommitted(slot, 0);
+  SetCommitted(slot, 0, 0);
 }
 
 void GetSomeAttrs(TupleTableSlot* slot, int natts) {
   TTSOpsMinimalTuple.getsomeattrs(slot, natts);
 }
 
-// A normal transaction id that is not one of this transaction's, from the version's hash.
-TransactionId CommittedXmin(uint64_t version_hash) {
+// A normal transaction id that is not one of this transaction's, from the version's
+// timestamp (splitmix64's finalizer: every bit of it reaches the low 32 bits).
+TransactionId CommittedXmin(uint64_t ts_time, uint64_t ts_client) {
   constexpr uint64_t kNormalIds = uint64_t{MaxTransactionId} - FirstNormalTransactionId + 1;
-  uint64_t h = version_hash;
+  uint64_t h = ts_time ^ (ts_client * 0x9E3779B97F4A7C15ull);
+  h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+  h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+  h ^= h >> 31;
   for (;;) {
     const TransactionId xid = static_cast<TransactionId>(FirstNormalTransactionId + h % kNormalIds);
     if (!TransactionIdIsCurrentTransactionId(xid)) return xid;
@@ -66,7 +72,7 @@ Datum GetSysAttr(TupleTableSlot* slot, int attnum, bool* isnull) {
   *isnull = false;
   switch (attnum) {
     case MinTransactionIdAttributeNumber:
-      if (!r->own) return TransactionIdGetDatum(CommittedXmin(r->version_hash));
+      if (!r->own) return TransactionIdGetDatum(CommittedXmin(r->ts_time, r->ts_client));
       return TransactionIdGetDatum(OwnXid());
     case MaxTransactionIdAttributeNumber:
       return TransactionIdGetDatum(r->own && r->locked ? OwnXid() : InvalidTransactionId);
@@ -96,7 +102,8 @@ void CopySlot(TupleTableSlot* dst, TupleTableSlot* src) {
     d->own = s->own;
     d->locked = s->locked;
     d->cid = s->cid;
-    d->version_hash = s->version_hash;
+    d->ts_time = s->ts_time;
+    d->ts_client = s->ts_client;
   }
 }
 
@@ -149,11 +156,12 @@ void MarkOwnVersion(TupleTableSlot* slot, CommandId cid, bool locked) {
   r->own = true;
   r->locked = locked;
   r->cid = cid;
-  r->version_hash = 0;
+  r->ts_time = 0;
+  r->ts_client = 0;
 }
 
-void MarkCommittedVersion(TupleTableSlot* slot, uint64_t version_hash) {
-  if (IsRowSlot(slot)) SetCommitted(slot, version_hash);
+void MarkCommittedVersion(TupleTableSlot* slot, uint64_t ts_time, uint64_t ts_client) {
+  if (IsRowSlot(slot)) SetCommitted(slot, ts_time, ts_client);
 }
 
 }  // namespace pgramp

@@ -37,9 +37,9 @@ inline bool IsRowSlot(const TupleTableSlot* slot) {
 void StoreMinimalTupleInRowSlot(TupleTableSlot* slot, MinimalTuple tuple, bool should_free);
 
 // Who wrote the slot's version (no-op for other slot types): this transaction, in command
-// cid (locked: by updating a row it had locked); or a committed transaction, its version's
-// timestamp folded to 64 bits.
+// cid (locked: by updating a row it had locked); or a committed transaction, with the
+// version's timestamp (ramp::Timestamp's time and client).
 void MarkOwnVersion(TupleTableSlot* slot, CommandId cid, bool locked = false);
-void MarkCommittedVersion(TupleTableSlot* slot, uint64_t version_hash);
+void MarkCommittedVersion(TupleTableSlot* slot, uint64_t ts_time, uint64_t ts_client);
 
 }  // namespace pgramp

@@ -65,20 +65,12 @@ struct IndexFetch {
 
 }  // namespace
 
-uint64_t VersionHash(const ramp::Timestamp& ts) {
-  // splitmix64's finalizer: every bit of the timestamp reaches the low 32 bits.
-  uint64_t z = ts.time ^ (ts.client * 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 void StoreVersion(TupleTableSlot* slot, Relation rel, const RowVersion& row) {
   StoreRow(slot, rel, row.rowid, row.value);
   if (row.own) {
     MarkOwnVersion(slot, row.own_cid);
   } else {
-    MarkCommittedVersion(slot, VersionHash(row.ts));
+    MarkCommittedVersion(slot, row.ts.time, row.ts.client);
   }
 }
 

@@ -429,7 +429,7 @@ TM_Result LockCommittedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t r
   }
   if (!have_read || read == latest.ts) {
     StoreRow(slot, rel, rowid, latest.value);
-    MarkCommittedVersion(slot, VersionHash(latest.ts));
+    MarkCommittedVersion(slot, latest.ts.time, latest.ts.client);
     return TM_Ok;
   }
   const bool follow = (flags & TUPLE_LOCK_FLAG_FIND_LAST_VERSION) != 0 ||
@@ -441,7 +441,7 @@ TM_Result LockCommittedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t r
   reads.RememberVersion(ks.id, rowid, latest.ts);
   reads.Prefetch(ks.id, rowid, latest.ts, true, latest.value);
   StoreRow(slot, rel, rowid, latest.value);
-  MarkCommittedVersion(slot, VersionHash(latest.ts));
+  MarkCommittedVersion(slot, latest.ts.time, latest.ts.client);
   tmfd->traversed = (flags & TUPLE_LOCK_FLAG_FIND_LAST_VERSION) != 0;
   return TM_Ok;
 }

@@ -354,7 +354,7 @@ bool ScanGetNextSlot(TableScanDesc scan, ScanDirection direction, TupleTableSlot
     if (writer.own) {
       MarkOwnVersion(slot, writer.cid);
     } else {
-      MarkCommittedVersion(slot, VersionHash(writer.ts));
+      MarkCommittedVersion(slot, writer.ts.time, writer.ts.client);
     }
     return true;
   });

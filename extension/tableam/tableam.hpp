@@ -29,8 +29,6 @@ extern const TableAmRoutine kDispatchMethods;
 void InstallTemporaryTableHook();
 
 // ---- row reads with the transaction's own writes overlaid (fetch.cpp) ----
-// A committed version's timestamp folded for the slot's xmin (rows/row_slot.hpp).
-uint64_t VersionHash(const ramp::Timestamp& ts);
 // StoreRow, and who wrote the version (the transaction or a committed one) for the slot's
 // system columns.
 void StoreVersion(TupleTableSlot* slot, Relation rel, const RowVersion& row);
