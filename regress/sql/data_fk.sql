@@ -33,7 +33,8 @@ RESET search_path;
 SELECT s AS "schema", t AS "table",
        twin_diff('SELECT * FROM %s', s || '.' || t, 'heap_heap.' || t) AS differing_rows
   FROM unnest(ARRAY['ramp_ramp', 'ramp_heap', 'heap_ramp']) s,
-       unnest(ARRAY['parent', 'child', 'orphan', 'guard', 'dchild', 'trg', 'trg_log', 'sc']) t
+       unnest(ARRAY['parent', 'child', 'orphan', 'guard', 'tree', 'pparent', 'pchild', 'dchild',
+                     'trg', 'trg_log', 'sc']) t
  ORDER BY 1, 2;
 
 \set VERBOSITY terse

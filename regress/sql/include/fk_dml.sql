@@ -32,6 +32,34 @@ SELECT * FROM child ORDER BY id;
 SELECT * FROM orphan ORDER BY id;
 SELECT * FROM guard ORDER BY id;
 
+-- A key within one table (a tree): deleting the root cascades level by level, each level
+-- deleting rows of the table the statement is deleting from.
+CREATE TABLE tree (id int PRIMARY KEY, up int REFERENCES tree ON DELETE CASCADE) USING :fk_am;
+INSERT INTO tree VALUES (1, NULL), (2, 1), (3, 1), (4, 2), (5, 4), (6, NULL), (7, 6);
+DELETE FROM tree WHERE id = 1;
+UPDATE tree SET up = 5 WHERE id = 7;
+SELECT * FROM tree ORDER BY id;
+-- A partitioned referenced table (rows moving between partitions), ON DELETE SET DEFAULT,
+-- ON UPDATE SET NULL, MATCH FULL on two columns.
+CREATE TABLE pparent (id int PRIMARY KEY, k int, UNIQUE (id, k)) PARTITION BY RANGE (id);
+CREATE TABLE pparent1 PARTITION OF pparent FOR VALUES FROM (0) TO (100) USING :pk_am;
+CREATE TABLE pparent2 PARTITION OF pparent FOR VALUES FROM (100) TO (200) USING :pk_am;
+INSERT INTO pparent VALUES (0, 0), (1, 10), (2, 20), (150, 30);
+CREATE TABLE pchild (id int PRIMARY KEY,
+                     p int DEFAULT 0 REFERENCES pparent ON DELETE SET DEFAULT ON UPDATE SET NULL,
+                     pk int, FOREIGN KEY (p, pk) REFERENCES pparent (id, k) MATCH FULL)
+  USING :fk_am;
+INSERT INTO pchild VALUES (1, 1, 10), (2, 2, 20), (3, 150, 30);
+INSERT INTO pchild VALUES (4, 1, NULL);
+UPDATE pchild SET pk = NULL, p = NULL WHERE id = 3;
+DELETE FROM pparent WHERE id = 150;
+UPDATE pparent SET id = 120 WHERE id = 1;
+ALTER TABLE pchild DROP CONSTRAINT pchild_p_pk_fkey;
+UPDATE pparent SET id = 121 WHERE id = 2;
+DELETE FROM pparent WHERE id = 121;
+SELECT tableoid::regclass AS part, * FROM pparent ORDER BY id;
+SELECT * FROM pchild ORDER BY id;
+
 -- 2. Deferred constraints. A row inserted with a missing key, then updated by the same
 -- transaction without changing the key: the UPDATE's check still runs at COMMIT (the old
 -- row's xmin is the transaction's own), and fails.
