@@ -57,6 +57,10 @@ UPDATE pparent SET id = 120 WHERE id = 1;
 ALTER TABLE pchild DROP CONSTRAINT pchild_p_pk_fkey;
 UPDATE pparent SET id = 121 WHERE id = 2;
 DELETE FROM pparent WHERE id = 121;
+COPY pparent FROM stdin;
+3	30
+130	31
+\.
 SELECT tableoid::regclass AS part, * FROM pparent ORDER BY id;
 SELECT * FROM pchild ORDER BY id;
 
@@ -135,6 +139,11 @@ SELECT * FROM r ORDER BY id;
 WITH r AS (UPDATE trg SET v = v * 10 RETURNING *) SELECT * FROM r ORDER BY id;
 UPDATE trg SET note = note || '+' WHERE id = 1 RETURNING *;
 WITH r AS (DELETE FROM trg WHERE id IN (1, 2) RETURNING *) SELECT * FROM r ORDER BY id;
+COPY trg FROM stdin;
+8	8	copied
+9	-9	skipped
+\.
+DELETE FROM trg WHERE id = 8;
 BEGIN;
 INSERT INTO trg VALUES (5, 5, 'e');
 UPDATE trg SET v = 6 WHERE id = 5;
