@@ -1,8 +1,10 @@
 -- Foreign keys, row triggers and system columns on ramp tables. The same statements
 -- (sql/include/fk_dml.sql) run in four schemas: referenced (:pk_am) and referencing (:fk_am)
 -- tables both ramp, ramp referenced by heap, heap referenced by ramp, and both heap. The
--- outputs of the four runs must be the same, and the tables are compared at the end.
+-- outputs of the four runs must be the same, and the tables are compared at the end. A second
+-- session (dblink) checks that key checks and deletions of referenced rows wait for each other.
 CREATE EXTENSION pg_ramp;
+CREATE EXTENSION dblink;
 \i sql/include/twin.sql
 
 CREATE SCHEMA ramp_ramp;
@@ -34,11 +36,12 @@ SELECT s AS "schema", t AS "table",
        twin_diff('SELECT * FROM %s', s || '.' || t, 'heap_heap.' || t) AS differing_rows
   FROM unnest(ARRAY['ramp_ramp', 'ramp_heap', 'heap_ramp']) s,
        unnest(ARRAY['parent', 'child', 'orphan', 'guard', 'tree', 'pparent', 'pchild', 'dchild',
-                     'trg', 'trg_log', 'sc']) t
+                     'trg', 'trg_log', 'sc', 'cparent', 'cchild']) t
  ORDER BY 1, 2;
 
 \set VERBOSITY terse
 DROP SCHEMA ramp_ramp, ramp_heap, heap_ramp, heap_heap CASCADE;
 \set VERBOSITY default
 DROP FUNCTION twin_diff(text, text, text);
+DROP EXTENSION dblink;
 DROP EXTENSION pg_ramp;

@@ -186,4 +186,31 @@ SELECT * FROM r ORDER BY id;
 COMMIT;
 WITH r AS (UPDATE trg SET v = 7 RETURNING id, xmax = pg_current_xact_id()::xid AS locked)
 SELECT * FROM r ORDER BY id;
+
+-- 5. Two sessions (the other one through dblink, with lock_timeout): a referenced row that
+-- an open transaction's key check locked cannot be deleted meanwhile, and its deletion fails
+-- after that commit; a referenced row deleted by an open transaction blocks an insertion
+-- that refers to it, which fails after that commit.
+CREATE TABLE cparent (id int PRIMARY KEY) USING :pk_am;
+CREATE TABLE cchild (id int PRIMARY KEY, pid int REFERENCES cparent) USING :fk_am;
+INSERT INTO cparent VALUES (1), (2);
+SELECT dblink_connect('other', format(
+  'dbname=%s port=%s host=%s options=''-c search_path=%s -c lock_timeout=200''',
+  current_database(), current_setting('port'),
+  split_part(current_setting('unix_socket_directories'), ',', 1), current_schema()));
+\set VERBOSITY terse
+BEGIN;
+INSERT INTO cchild VALUES (10, 1);
+SELECT dblink_exec('other', 'DELETE FROM cparent WHERE id = 1', false);
+COMMIT;
+SELECT dblink_exec('other', 'DELETE FROM cparent WHERE id = 1', false);
+BEGIN;
+DELETE FROM cparent WHERE id = 2;
+SELECT dblink_exec('other', 'INSERT INTO cchild VALUES (11, 2)', false);
+COMMIT;
+SELECT dblink_exec('other', 'INSERT INTO cchild VALUES (11, 2)', false);
+\set VERBOSITY default
+SELECT dblink_disconnect('other');
+SELECT * FROM cparent ORDER BY id;
+SELECT * FROM cchild ORDER BY id;
 RESET statement_timeout;
