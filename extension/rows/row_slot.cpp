@@ -30,17 +30,9 @@ void Init(TupleTableSlot* slot) {
   SetCommitted(slot, 0, 0);
 }
 
-void Release(TupleTableSlot* slot) {
-  TTSOpsMinimalTuple.release(slot);
-}
-
 void Clear(TupleTableSlot* slot) {
   TTSOpsMinimalTuple.clear(slot);
   SetCommitted(slot, 0, 0);
-}
-
-void GetSomeAttrs(TupleTableSlot* slot, int natts) {
-  TTSOpsMinimalTuple.getsomeattrs(slot, natts);
 }
 
 // A normal transaction id that is not one of this transaction's, from the version's
@@ -86,10 +78,6 @@ Datum GetSysAttr(TupleTableSlot* slot, int attnum, bool* isnull) {
   return Datum(0);
 }
 
-void Materialize(TupleTableSlot* slot) {
-  TTSOpsMinimalTuple.materialize(slot);
-}
-
 // TTSOpsMinimalTuple's copyslot stores with ExecStoreMinimalTuple, which refuses this type.
 void CopySlot(TupleTableSlot* dst, TupleTableSlot* src) {
   MemoryContext old = MemoryContextSwitchTo(dst->tts_mcxt);
@@ -107,33 +95,23 @@ void CopySlot(TupleTableSlot* dst, TupleTableSlot* src) {
   }
 }
 
-MinimalTuple GetMinimalTuple(TupleTableSlot* slot) {
-  return TTSOpsMinimalTuple.get_minimal_tuple(slot);
-}
-
-HeapTuple CopyHeapTuple(TupleTableSlot* slot) {
-  return TTSOpsMinimalTuple.copy_heap_tuple(slot);
-}
-
-MinimalTuple CopyMinimalTuple(TupleTableSlot* slot) {
-  return TTSOpsMinimalTuple.copy_minimal_tuple(slot);
-}
-
 }  // namespace
 
+// The callbacks that need nothing more are TTSOpsMinimalTuple's own (no extra call per row:
+// scans deform every row). Initialized when the library loads, after PostgreSQL's.
 extern const TupleTableSlotOps kRowSlotOps = {
     .base_slot_size = sizeof(RowSlot),
     .init = Init,
-    .release = Release,
+    .release = TTSOpsMinimalTuple.release,
     .clear = Clear,
-    .getsomeattrs = GetSomeAttrs,
+    .getsomeattrs = TTSOpsMinimalTuple.getsomeattrs,
     .getsysattr = GetSysAttr,
-    .materialize = Materialize,
+    .materialize = TTSOpsMinimalTuple.materialize,
     .copyslot = CopySlot,
     .get_heap_tuple = nullptr,
-    .get_minimal_tuple = GetMinimalTuple,
-    .copy_heap_tuple = CopyHeapTuple,
-    .copy_minimal_tuple = CopyMinimalTuple,
+    .get_minimal_tuple = TTSOpsMinimalTuple.get_minimal_tuple,
+    .copy_heap_tuple = TTSOpsMinimalTuple.copy_heap_tuple,
+    .copy_minimal_tuple = TTSOpsMinimalTuple.copy_minimal_tuple,
 };
 
 void StoreMinimalTupleInRowSlot(TupleTableSlot* slot, MinimalTuple tuple, bool should_free) {
