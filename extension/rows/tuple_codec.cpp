@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "boundary/boundary.hpp"
+#include "rows/row_slot.hpp"
 #include "rows/tid.hpp"
 #include "rows/tuple_codec.hpp"
 
@@ -84,7 +85,11 @@ void StoreRow(TupleTableSlot* slot, Relation rel, uint64_t rowid, std::string_vi
     // such as ALTER TABLE's rewrite loop reset their per-tuple context between rows).
     MinimalTuple tuple = static_cast<MinimalTuple>(MemoryContextAlloc(slot->tts_mcxt, size));
     memcpy(tuple, bytes, size);
-    ExecForceStoreMinimalTuple(tuple, slot, true);
+    if (IsRowSlot(slot)) {
+      StoreMinimalTupleInRowSlot(slot, tuple, true);
+    } else {
+      ExecForceStoreMinimalTuple(tuple, slot, true);
+    }
     slot->tts_tableOid = RelationGetRelid(rel);
     SetTid(&slot->tts_tid, rowid);
   });
@@ -92,7 +97,7 @@ void StoreRow(TupleTableSlot* slot, Relation rel, uint64_t rowid, std::string_vi
 
 void StoreScannedRow(TupleTableSlot* slot, Relation rel, uint64_t rowid, std::string_view encoded) {
   const char* bytes = encoded.data() + 1;
-  if (slot->tts_ops != &TTSOpsMinimalTuple ||
+  if ((slot->tts_ops != &TTSOpsMinimalTuple && !IsRowSlot(slot)) ||
       reinterpret_cast<uintptr_t>(bytes) % MAXIMUM_ALIGNOF != 0) {
     StoreRow(slot, rel, rowid, encoded);
     return;
@@ -104,7 +109,12 @@ void StoreScannedRow(TupleTableSlot* slot, Relation rel, uint64_t rowid, std::st
   }
   // Cannot fail: the slot is a minimal-tuple slot (ExecStoreMinimalTuple's only error), and
   // clearing it frees only what it owns.
-  ExecStoreMinimalTuple(reinterpret_cast<MinimalTuple>(const_cast<char*>(bytes)), slot, false);
+  MinimalTuple tuple = reinterpret_cast<MinimalTuple>(const_cast<char*>(bytes));
+  if (IsRowSlot(slot)) {
+    StoreMinimalTupleInRowSlot(slot, tuple, false);
+  } else {
+    ExecStoreMinimalTuple(tuple, slot, false);
+  }
   slot->tts_tableOid = RelationGetRelid(rel);
   SetTid(&slot->tts_tid, rowid);
 }

@@ -13,7 +13,9 @@ namespace pgramp {
 // The slot's row as stored on the cluster: a format byte and a flat MinimalTuple (external
 // and compressed values detoasted first: ramp tables have no TOAST table).
 std::string EncodeSlot(TupleTableSlot* slot);
-// Stores an encoded row into slot (any slot type), with its TID and table OID.
+// Stores an encoded row into slot (any slot type), with its TID and table OID. A ramp slot
+// (rows/row_slot.hpp) then holds a committed version of unknown timestamp: callers that know
+// better mark it.
 void StoreRow(TupleTableSlot* slot, Relation rel, uint64_t rowid, std::string_view encoded);
 // StoreRow for rows of a sequential scan whose bytes stay in place until the scan's next row:
 // a minimal-tuple slot points at them (no copy) when the tuple is aligned; otherwise a copy.

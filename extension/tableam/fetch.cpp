@@ -65,6 +65,15 @@ struct IndexFetch {
 
 }  // namespace
 
+void StoreVersion(TupleTableSlot* slot, Relation rel, const RowVersion& row) {
+  StoreRow(slot, rel, row.rowid, row.value);
+  if (row.own) {
+    MarkOwnVersion(slot, row.own_cid);
+  } else {
+    MarkCommittedVersion(slot, row.ts.time, row.ts.client);
+  }
+}
+
 void FetchRows(const ramp::KeyspaceRef& ks, const ramp::Visibility& vis,
                const std::vector<uint64_t>& rowids, FetchedRows* out) {
   out->rows.clear();
@@ -75,7 +84,7 @@ void FetchRows(const ramp::KeyspaceRef& ks, const ramp::Visibility& vis,
     const ramp::BatchEntry* own = nullptr;
     switch (OwnVerdict(ks, vis, rowid, &own)) {
       case Own::kVisible:
-        out->rows.push_back(RowVersion{rowid, {}, true, own->value});
+        out->rows.push_back(RowVersion{rowid, {}, true, own->value, true, own->insert_cid});
         break;
       case Own::kInvisible:
         break;
@@ -119,7 +128,7 @@ bool FetchRow(const ramp::KeyspaceRef& ks, const ramp::Visibility& vis, uint64_t
   const ramp::BatchEntry* own = nullptr;
   switch (OwnVerdict(ks, vis, rowid, &own)) {
     case Own::kVisible:
-      *out = RowVersion{rowid, {}, true, own->value};
+      *out = RowVersion{rowid, {}, true, own->value, true, own->insert_cid};
       return true;
     case Own::kInvisible:
       return false;
@@ -201,7 +210,7 @@ bool IndexFetchTuple(struct IndexFetchTableData* scan, ItemPointer tid, Snapshot
         !CheckCommandDeletesCurrent(fetch->ks, rowid, /*remote=*/!row.ts.zero())) {
       return false;
     }
-    StoreRow(slot, scan->rel, rowid, row.value);
+    StoreVersion(slot, scan->rel, row);
     return true;
   });
   return found;
@@ -232,7 +241,7 @@ bool TupleFetchRowVersion(Relation rel, ItemPointer tid, Snapshot snapshot, Tupl
         // With row locks the UPDATE locks the row next, finds that the version it read is
         // not the newest any more, and lets EvalPlanQual redo its change on the newest one
         // (tableam/row_locks.cpp): hand out the newest version for now.
-        StoreRow(slot, rel, rowid, row.value);
+        StoreVersion(slot, rel, row);
         return true;
       }
       throw RampError(ramp::Status::Conflict("row " + std::to_string(rowid) +
@@ -241,7 +250,7 @@ bool TupleFetchRowVersion(Relation rel, ItemPointer tid, Snapshot snapshot, Tupl
                       std::string("updating ramp table \"") + RelationGetRelationName(rel) + "\"");
     }
     if (!found) return false;
-    StoreRow(slot, rel, rowid, row.value);
+    StoreVersion(slot, rel, row);
     return true;
   });
 }
@@ -251,19 +260,9 @@ bool TupleSatisfiesSnapshot(Relation rel, TupleTableSlot* slot, Snapshot snapsho
     uint64_t rowid = 0;
     if (!RowIdOfTid(&slot->tts_tid, &rowid)) return false;
     const ramp::KeyspaceRef ks = RelationKeyspace(rel);
-    if (snapshot != nullptr && snapshot->snapshot_type == SNAPSHOT_MVCC) {
-      // PostgreSQL's one caller with an MVCC snapshot is ExecCheckTupleVisible (ON CONFLICT
-      // under REPEATABLE READ / SERIALIZABLE): for an invisible row it reads xmin, and fails
-      // with 40001 unless the row is the transaction's own. Ramp slots have no xmin ("cannot
-      // retrieve a system column"), so a live row this transaction wrote in a command the
-      // snapshot does not see counts as visible here: the caller's outcome is heap's.
-      const XactState* x = XactIfAny();
-      const ramp::BatchEntry* w =
-          x == nullptr ? nullptr : x->writes.Find(ks.id, ramp::EntryKey{0, rowid});
-      if (w != nullptr && w->inserted && !w->deleted && w->insert_cid >= snapshot->curcid) {
-        return true;
-      }
-    }
+    // PostgreSQL's one caller with an MVCC snapshot is ExecCheckTupleVisible (ON CONFLICT
+    // under REPEATABLE READ / SERIALIZABLE): for an invisible row it reads the slot's xmin,
+    // and fails with 40001 unless the row is the transaction's own (rows/row_slot.hpp).
     RowVersion row;
     return FetchRow(ks, VisibilityOf(snapshot), rowid, &row, nullptr);
   });

@@ -1,5 +1,6 @@
 // Table AM `ramp`: the TableAmRoutine and its handler function.
 #include "rows/access_methods.hpp"
+#include "rows/row_slot.hpp"
 #include "tableam/tableam.hpp"
 
 namespace pgramp::tam {
@@ -7,7 +8,7 @@ namespace pgramp::tam {
 namespace {
 
 const TupleTableSlotOps* SlotCallbacks(Relation rel) {
-  return &TTSOpsMinimalTuple;
+  return &kRowSlotOps;
 }
 
 }  // namespace

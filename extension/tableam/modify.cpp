@@ -177,6 +177,7 @@ void InsertSlots(Relation rel, TupleTableSlot** slots, int nslots, CommandId cid
     }
     slots[i]->tts_tableOid = RelationGetRelid(rel);
     SetTid(&slots[i]->tts_tid, rowid);
+    MarkOwnVersion(slots[i], cid);  // RETURNING xmin, AFTER triggers
   }
 }
 
@@ -302,7 +303,24 @@ bool UpdateInPlace(Relation rel, ItemPointer otid, TupleTableSlot* slot, Command
   }
   slot->tts_tableOid = RelationGetRelid(rel);
   slot->tts_tid = *otid;
+  MarkOwnVersion(slot, cid);
   return true;
+}
+
+// After an UPDATE of otid wrote the slot's row: a row this transaction had locked keeps
+// the lock in its new version (XactState::tuple_locked).
+void CarryLock(Relation rel, ItemPointer otid, TupleTableSlot* slot, CommandId cid) {
+  XactState* x = XactIfAny();
+  uint64_t old_rowid = 0;
+  uint64_t new_rowid = 0;
+  if (x == nullptr || x->tuple_locked.empty() || !RowIdOfTid(otid, &old_rowid) ||
+      !RowIdOfTid(&slot->tts_tid, &new_rowid)) {
+    return;
+  }
+  const ramp::KeyspaceId ks = RelationKeyspace(rel).id;
+  if (x->tuple_locked.count({ks, old_rowid}) == 0) return;
+  x->tuple_locked.insert({ks, new_rowid});
+  MarkOwnVersion(slot, cid, /*locked=*/true);
 }
 
 }  // namespace
@@ -318,6 +336,7 @@ TM_Result TupleUpdate(Relation rel, ItemPointer otid, TupleTableSlot* slot, Comm
   if (locked != TM_Ok) return locked;
   const bool in_place = Boundary([&] { return UpdateInPlace(rel, otid, slot, cid); });
   if (in_place) {
+    Boundary([&] { CarryLock(rel, otid, slot, cid); });
     *update_indexes = false;
     pgstat_count_heap_update(rel, true);
     return TM_Ok;
@@ -326,6 +345,7 @@ TM_Result TupleUpdate(Relation rel, ItemPointer otid, TupleTableSlot* slot, Comm
     const TM_Result deleted = DeleteRow(rel, otid, cid, tmfd);
     if (deleted != TM_Ok) return deleted;
     InsertSlots(rel, &slot, 1, cid);
+    CarryLock(rel, otid, slot, cid);
     return TM_Ok;
   });
   if (result == TM_Ok) pgstat_count_heap_update(rel, false);
@@ -335,9 +355,9 @@ TM_Result TupleUpdate(Relation rel, ItemPointer otid, TupleTableSlot* slot, Comm
 namespace {
 
 // ExecOnConflictUpdate's error for a row the same command inserted or updated. Heap returns
-// TM_Invisible and the executor raises it after reading the row's xmin from the slot; ramp
-// slots have no xmin (TTSOpsMinimalTuple), so it is raised here, with the same SQLSTATE,
-// message and hint.
+// TM_Invisible with the row in the slot, and the executor raises it after reading the row's
+// xmin; tuple_lock hands out no row with TM_Invisible, so it is raised here, with the same
+// SQLSTATE, message and hint.
 [[noreturn]] void ThrowAffectedTwice() {
   throw SqlError(ERRCODE_CARDINALITY_VIOLATION,
                  "ON CONFLICT DO UPDATE command cannot affect row a second time", {},
@@ -409,6 +429,7 @@ TM_Result LockCommittedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t r
   }
   if (!have_read || read == latest.ts) {
     StoreRow(slot, rel, rowid, latest.value);
+    MarkCommittedVersion(slot, latest.ts.time, latest.ts.client);
     return TM_Ok;
   }
   const bool follow = (flags & TUPLE_LOCK_FLAG_FIND_LAST_VERSION) != 0 ||
@@ -420,8 +441,58 @@ TM_Result LockCommittedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t r
   reads.RememberVersion(ks.id, rowid, latest.ts);
   reads.Prefetch(ks.id, rowid, latest.ts, true, latest.value);
   StoreRow(slot, rel, rowid, latest.value);
+  MarkCommittedVersion(slot, latest.ts.time, latest.ts.client);
   tmfd->traversed = (flags & TUPLE_LOCK_FLAG_FIND_LAST_VERSION) != 0;
   return TM_Ok;
+}
+
+// TupleLock's verdict and the version it hands out.
+TM_Result LockVersion(Relation rel, ItemPointer tid, Snapshot snapshot, TupleTableSlot* slot,
+                      CommandId cid, LockTupleMode mode, LockWaitPolicy wait_policy, uint8 flags,
+                      TM_FailureData* tmfd) {
+  uint64_t rowid = 0;
+  if (!RowIdOfTid(tid, &rowid)) return TM_Deleted;
+  const ramp::KeyspaceRef ks = RelationKeyspace(rel);
+  // The transaction's own writes, judged against the locker's command id as heap's
+  // HeapTupleSatisfiesUpdate does: a row written by a command the locker does not see
+  // (insert_cid >= cid) is not the version the locker holds.
+  const XactState* x = XactIfAny();
+  const ramp::BatchEntry* own =
+      x == nullptr ? nullptr : x->writes.Find(ks.id, ramp::EntryKey{0, rowid});
+  if (own != nullptr && own->deleted) {
+    // Deleted by this command or a later one: heap's TM_SelfModified (the executor skips
+    // the row, or raises its own error when cmax is not its command). Deleted earlier:
+    // gone for the locker.
+    if (own->delete_cid >= cid) return SelfModified(tmfd, tid, own->delete_cid);
+    return TM_Deleted;
+  }
+  if (own != nullptr && own->inserted && own->insert_cid >= cid) {
+    // ON CONFLICT DO UPDATE (the one caller that locks with flags 0 a row it found with a
+    // dirty snapshot) met a row this command inserted or updated, or a later one (a
+    // function called by it): the row would be affected twice. Heap: TM_Invisible and the
+    // executor's error; returning TM_Deleted made the executor retry the insertion forever.
+    if (flags == 0) ThrowAffectedTwice();
+    if (own->in_place) {
+      // Updated in place by a later command (a cursor FOR UPDATE opened before an UPDATE of
+      // its rows; or one of the same command, e.g. a writable CTE): the locker holds the
+      // version before it. Heap: that old version was updated → TM_SelfModified, skipped.
+      return SelfModified(tmfd, tid, own->insert_cid);
+    }
+    // Inserted by a command the locker does not see: heap's TM_Invisible (an error for
+    // every caller: the locker's scan cannot have returned the row).
+    return TM_Invisible;
+  }
+  if (ks.fresh || !guc::row_locks || own != nullptr) {
+    // No new lock on the cluster: a table created by this transaction, a row it wrote
+    // (inserted here, or updated by an earlier command, which locked it), or
+    // ramp.row_locks off. The row's version is read (and remembered, so that a later
+    // UPDATE/DELETE of it detects concurrent changes at commit).
+    RowVersion row;
+    if (!FetchRow(ks, VisibilityOf(snapshot), rowid, &row, nullptr)) return TM_Deleted;
+    StoreVersion(slot, rel, row);
+    return TM_Ok;
+  }
+  return LockCommittedRow(rel, ks, rowid, tid, snapshot, slot, mode, wait_policy, flags, tmfd);
 }
 
 }  // namespace
@@ -435,49 +506,13 @@ TM_Result TupleLock(Relation rel, ItemPointer tid, Snapshot snapshot, TupleTable
   // ExecCrossPartitionUpdate retried the row forever.
   FillFailure(tmfd, tid, InvalidCommandId);
   return Boundary([&] {
+    const TM_Result result =
+        LockVersion(rel, tid, snapshot, slot, cid, mode, wait_policy, flags, tmfd);
     uint64_t rowid = 0;
-    if (!RowIdOfTid(tid, &rowid)) return TM_Deleted;
-    const ramp::KeyspaceRef ks = RelationKeyspace(rel);
-    // The transaction's own writes, judged against the locker's command id as heap's
-    // HeapTupleSatisfiesUpdate does: a row written by a command the locker does not see
-    // (insert_cid >= cid) is not the version the locker holds.
-    const XactState* x = XactIfAny();
-    const ramp::BatchEntry* own =
-        x == nullptr ? nullptr : x->writes.Find(ks.id, ramp::EntryKey{0, rowid});
-    if (own != nullptr && own->deleted) {
-      // Deleted by this command or a later one: heap's TM_SelfModified (the executor skips
-      // the row, or raises its own error when cmax is not its command). Deleted earlier:
-      // gone for the locker.
-      if (own->delete_cid >= cid) return SelfModified(tmfd, tid, own->delete_cid);
-      return TM_Deleted;
+    if (result == TM_Ok && RowIdOfTid(tid, &rowid)) {
+      Xact().tuple_locked.insert({RelationKeyspace(rel).id, rowid});  // for xmax (CarryLock)
     }
-    if (own != nullptr && own->inserted && own->insert_cid >= cid) {
-      // ON CONFLICT DO UPDATE (the one caller that locks with flags 0 a row it found with a
-      // dirty snapshot) met a row this command inserted or updated, or a later one (a
-      // function called by it): the row would be affected twice. Heap: TM_Invisible and the
-      // executor's error; returning TM_Deleted made the executor retry the insertion forever.
-      if (flags == 0) ThrowAffectedTwice();
-      if (own->in_place) {
-        // Updated in place by a later command (a cursor FOR UPDATE opened before an UPDATE of
-        // its rows; or one of the same command, e.g. a writable CTE): the locker holds the
-        // version before it. Heap: that old version was updated → TM_SelfModified, skipped.
-        return SelfModified(tmfd, tid, own->insert_cid);
-      }
-      // Inserted by a command the locker does not see: heap's TM_Invisible (an error for
-      // every caller: the locker's scan cannot have returned the row).
-      return TM_Invisible;
-    }
-    if (ks.fresh || !guc::row_locks || own != nullptr) {
-      // No new lock on the cluster: a table created by this transaction, a row it wrote
-      // (inserted here, or updated by an earlier command, which locked it), or
-      // ramp.row_locks off. The row's version is read (and remembered, so that a later
-      // UPDATE/DELETE of it detects concurrent changes at commit).
-      RowVersion row;
-      if (!FetchRow(ks, VisibilityOf(snapshot), rowid, &row, nullptr)) return TM_Deleted;
-      StoreRow(slot, rel, rowid, row.value);
-      return TM_Ok;
-    }
-    return LockCommittedRow(rel, ks, rowid, tid, snapshot, slot, mode, wait_policy, flags, tmfd);
+    return result;
   });
 }
 

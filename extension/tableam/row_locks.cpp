@@ -199,6 +199,7 @@ bool FetchLockedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid,
   ramp::ReadSession& reads = Session::Get().reads();
   if (!have_read) reads.RememberVersion(ks.id, rowid, lock.latest);
   StoreRow(slot, rel, rowid, lock.value);
+  MarkCommittedVersion(slot, lock.latest.time, lock.latest.client);
   reads.Prefetch(ks.id, rowid, lock.latest, true, std::move(lock.value));
   return true;
 }

@@ -24,6 +24,8 @@ struct RowVersion {
   ramp::Timestamp ts;
   bool live = true;  // false: a deletion (only when the source was asked for them)
   std::string value;
+  bool own = false;      // this transaction's buffered write (ts is zero)
+  uint32_t own_cid = 0;  // its command id
 };
 
 // A live row as a view: valid until the next call of the RowSource that returned it.

@@ -173,8 +173,13 @@ struct TableScan {
 
   // Next visible row of a sequential scan: a remote row or one of the transaction's own.
   // *stable: the value stays where it is until the next call (a remote row of the source's
-  // batch, its tuple aligned), so the slot may point at it.
-  bool Next(uint64_t* rowid, std::string_view* value, bool* stable) {
+  // batch, its tuple aligned), so the slot may point at it. *writer: who wrote the version.
+  struct Writer {
+    bool own = false;
+    uint32_t cid = 0;    // own
+    ramp::Timestamp ts;  // committed
+  };
+  bool Next(uint64_t* rowid, std::string_view* value, bool* stable, Writer* writer) {
     const XactState* x = XactIfAny();
     while (!remote_done) {
       if (pos < rows->size()) {
@@ -186,12 +191,14 @@ struct TableScan {
             *rowid = row.rowid;  // updated in place by this transaction: its value
             *value = own->value;
             *stable = false;
+            *writer = Writer{true, own->insert_cid, {}};
             return true;
           }
         }
         *rowid = row.rowid;
         *value = row.value;
         *stable = row.stable;
+        *writer = Writer{false, 0, row.ts};
         return true;
       }
       if (ks.fresh) {
@@ -227,6 +234,7 @@ struct TableScan {
         if (w.in_place || !vis.SeesInsert(w) || vis.SeesDelete(w)) return true;
         *rowid = k.rowid;
         next = &w.value;
+        *writer = Writer{true, w.insert_cid, {}};
         return false;
       });
     }
@@ -271,7 +279,7 @@ std::vector<uint64_t> BlockRowIds(uint32_t blockno) {
 bool StoreNextOfBlock(TableScan& s, TupleTableSlot* slot) {
   if (s.block_pos >= s.block.rows.size()) return false;
   const RowVersion& row = s.block.rows[s.block_pos++];
-  StoreRow(slot, s.rel, row.rowid, row.value);
+  StoreVersion(slot, s.rel, row);
   return true;
 }
 
@@ -336,11 +344,17 @@ bool ScanGetNextSlot(TableScanDesc scan, ScanDirection direction, TupleTableSlot
     uint64_t rowid = 0;
     std::string_view value;
     bool stable = false;
-    if (!s.Next(&rowid, &value, &stable)) return false;
+    TableScan::Writer writer;
+    if (!s.Next(&rowid, &value, &stable, &writer)) return false;
     if (stable) {
       StoreScannedRow(slot, s.rel, rowid, value);
     } else {
       StoreRow(slot, s.rel, rowid, value);
+    }
+    if (writer.own) {
+      MarkOwnVersion(slot, writer.cid);
+    } else {
+      MarkCommittedVersion(slot, writer.ts.time, writer.ts.client);
     }
     return true;
   });
@@ -553,7 +567,7 @@ bool ScanSampleNextTuple(TableScanDesc scan, struct SampleScanState* scanstate,
       auto it = std::lower_bound(s.block.rows.begin(), s.block.rows.end(), rowid,
                                  [](const RowVersion& row, uint64_t id) { return row.rowid < id; });
       if (it == s.block.rows.end() || it->rowid != rowid) return false;
-      StoreRow(slot, s.rel, rowid, it->value);
+      StoreVersion(slot, s.rel, *it);
       return true;
     });
     if (stored) return true;

@@ -9,6 +9,7 @@
 
 #include "ramp/client.h"
 #include "ramp/write_batch.h"
+#include "rows/row_slot.hpp"
 #include "rows/tid.hpp"
 #include "rows/tuple_codec.hpp"
 #include "tableam/row_source.hpp"
@@ -28,6 +29,9 @@ extern const TableAmRoutine kDispatchMethods;
 void InstallTemporaryTableHook();
 
 // ---- row reads with the transaction's own writes overlaid (fetch.cpp) ----
+// StoreRow, and who wrote the version (the transaction or a committed one) for the slot's
+// system columns.
+void StoreVersion(TupleTableSlot* slot, Relation rel, const RowVersion& row);
 struct FetchedRows {
   std::vector<RowVersion> rows;  // visible rows, ascending row id
   size_t dead = 0;               // ids whose latest version is a committed deletion

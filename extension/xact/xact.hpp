@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -65,6 +66,12 @@ struct XactState {
   // The newest committed version of rows locked in a mode no writer can get past (share or
   // stronger), as the lock's grant (or a read under it) told it: it cannot change any more.
   std::map<std::pair<ramp::KeyspaceId, uint64_t>, ramp::Timestamp> locked_latest;
+  // Rows tuple_lock handed to a locker of this transaction (ON CONFLICT DO UPDATE, BEFORE
+  // row triggers, FOR UPDATE/SHARE, EvalPlanQual), and the new row ids an UPDATE gave them.
+  // Heap keeps such a lock in the row's xmax and an UPDATE carries it to the new version:
+  // the new version's xmax is then this transaction (rows/row_slot.hpp), as heap's, so that
+  // `RETURNING xmax = 0` tells an upsert's insertions from its updates.
+  std::set<std::pair<ramp::KeyspaceId, uint64_t>> tuple_locked;
 
   bool IsFresh(ramp::KeyspaceId ks) const;
 };

@@ -138,8 +138,10 @@ BEGIN;
 INSERT INTO acct VALUES (5001, 'prepared', 1, 1);
 PREPARE TRANSACTION 'ramp_2pc';
 \echo :LAST_ERROR_SQLSTATE
--- System columns other than ctid and tableoid.
-SELECT xmin FROM acct WHERE id = 1;
+-- System columns: xmin of a committed row is a normal xid that is not this transaction's,
+-- xmax 0, cmin 0 (data_fk tests them in detail).
+SELECT xmin::text::bigint >= 3 AS normal_xmin, xmin = pg_current_xact_id()::xid AS own,
+       xmax, cmin, cmax FROM acct WHERE id = 1;
 SELECT tableoid::regclass, ctid IS NOT NULL AS has_ctid FROM acct WHERE id = 1;
 -- Temporary and unlogged ramp tables.
 CREATE TEMP TABLE tmp_ramp (a int) USING ramp;
