@@ -40,13 +40,21 @@ const char* EventName(TriggerData* td) {
 // ShareLock on (log, j) for every other j until it commits: writers of the same table
 // (RowExclusive/RowExclusive, Share/Share) run side by side, writers of different tables of
 // one join view wait for each other's commit, and the later one's delta then reads the
-// earlier one's rows (its RAMP PUT is done before locks are released). This covers the
+// earlier one's rows (its RAMP PUT is done before locks are released). Writers of a table
+// whose delta is not linear in its own rows (a self-join, a table in EXISTS / NOT EXISTS or
+// on the nullable side of an outer join, under a nested aggregate: compile.cpp tags their
+// statements "serialize") take ExclusiveLock on their own object instead, so they also wait
+// for each other: each one's delta then reads the rows of the one before. This covers the
 // writers of one PostgreSQL server only (extension/immv/NOTES.md).
-void LockAgainstOtherBaseTables(Oid log_oid, int base, int bases) {
-  if (bases < 2) return;
+constexpr const char kSerializeTag[] = "/* ramp_immv: serialize */";
+
+void LockAgainstOtherBaseTables(Oid log_oid, int base, int bases, bool serialize) {
+  if (bases < 2 && !serialize) return;
   for (int j = 1; j <= bases; ++j) {
     LockDatabaseObject(RelationRelationId, log_oid, static_cast<uint16>(j),
-                       j == base ? RowExclusiveLock : ShareLock);
+                       j != base   ? ShareLock
+                       : serialize ? ExclusiveLock
+                                   : RowExclusiveLock);
   }
 }
 
@@ -164,10 +172,13 @@ Datum ramp_immv_maintain(PG_FUNCTION_ARGS) {
       DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
   const int bases =
       DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
-  LockAgainstOtherBaseTables(log_oid, base, bases);
+  const bool serialize = strncmp(sql, kSerializeTag, sizeof(kSerializeTag) - 1) == 0;
+  LockAgainstOtherBaseTables(log_oid, base, bases, serialize);
   if (pgramp::guc::debug_immv_separate_put_ms > 0) NoteViewLog(log_oid);
   // Having waited for them, read what the writers of the other base tables committed.
-  if (bases >= 2) pgramp::Session::Get().SetNestedStatementStart(GetCurrentTimestamp());
+  if (bases >= 2 || serialize) {
+    pgramp::Session::Get().SetNestedStatementStart(GetCurrentTimestamp());
+  }
 
   // Statements that changed few rows (the common case) reuse a plan of the delta statement;
   // larger ones are planned for their transition tables' size.
