@@ -264,6 +264,18 @@ void ToTransition(RangeTblEntry* rte, const char* name) {
   rte->subquery = nullptr;
 }
 
+bool FindScalarSubLink(Node* node, void* arg) {
+  if (node == nullptr) return false;
+  if (IsA(node, SubLink) && reinterpret_cast<SubLink*>(node)->subLinkType == EXPR_SUBLINK) {
+    *static_cast<bool*>(arg) = true;
+    return true;
+  }
+  if (IsA(node, Query)) {
+    return query_tree_walker(reinterpret_cast<Query*>(node), Walker(FindScalarSubLink), arg, 0);
+  }
+  return expression_tree_walker(node, Walker(FindScalarSubLink), arg);
+}
+
 // Checks the FROM tree of a level: ramp tables, inner joins (outer joins at the top level
 // of a branch only), subqueries in FROM that neither aggregate nor filter with subqueries.
 void CheckFrom(Query* q, Node* jt, bool outer_joins_ok) {
@@ -305,7 +317,12 @@ void CheckFrom(Query* q, Node* jt, bool outer_joins_ok) {
       if (s->distinctClause != NIL) {
         Unsupported("DISTINCT in a subquery in FROM that is not the only FROM item");
       }
-      if (s->hasSubLinks) Unsupported("subqueries in expressions inside a subquery in FROM");
+      if (s->hasSubLinks) {
+        bool scalar = false;
+        query_tree_walker(s, Walker(FindScalarSubLink), &scalar, 0);
+        Unsupported(scalar ? "scalar subqueries"
+                           : "EXISTS and IN (subquery) inside a subquery in FROM");
+      }
       FlattenJoinAliases(s);
       CheckFrom(s, reinterpret_cast<Node*>(s->jointree), false);
       return;
