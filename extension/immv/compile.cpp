@@ -38,7 +38,9 @@ extern "C" {
 #include "parser/parser.h"
 #include "parser/parsetree.h"
 #include "rewrite/rewriteManip.h"
+#include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
 #include "utils/ruleutils.h"
 }
 
@@ -74,7 +76,7 @@ struct ViewPlan {
   Node* having;       // aggregate views: HAVING with Params, or NULL
   List* branches;     // Branch*
   List* base_relids;  // the base tables (Oid), each once, in order of appearance
-  List* serialize;    // per base table: 1 when its writers must wait for each other
+  List* serialize;    // per base table: 0, kSerializeTable, or a column (attnum > 0)
   ViewPlan* inner;    // nested aggregate: the aggregating subquery, the only FROM item
   int inner_rti;
 };
@@ -82,6 +84,9 @@ struct ViewPlan {
 constexpr int kAggParamBase = 10000;
 constexpr int kGroupParamBase = 20000;
 constexpr int kMaxOccurrences = 3;
+// How writers of a base table wait for each other (ViewPlan::serialize): not at all (0), all
+// of them (kSerializeTable), or those writing the same value of one column (its attnum).
+constexpr int kSerializeTable = -1;
 
 [[noreturn]] void Unsupported(const char* construct) {
   ereport(ERROR,
@@ -731,6 +736,56 @@ bool IsAggregating(Query* s) {
 // Per branch, each base table: how often in FROM (k) and in subqueries of WHERE. A statement
 // on a table is handled by inclusion-exclusion over its k occurrences in FROM, or as the
 // one table of a subquery in WHERE it appears in; not both.
+void AndArgs(Node* node, List** out) {
+  if (node == nullptr) return;
+  if (is_andclause(node)) {
+    ListCell* lc;
+    foreach (lc, reinterpret_cast<BoolExpr*>(node)->args)
+      AndArgs(static_cast<Node*>(lfirst(lc)), out);
+    return;
+  }
+  *out = lappend(*out, node);
+}
+
+// The column of relid (in the subquery s of an EXISTS) that an AND-ed condition of s equates
+// with an expression of the outer query: a changed row of relid can only change the outer
+// rows whose expression equals its value there. kSerializeTable when there is none.
+int KeyColumn(Query* s, Oid relid) {
+  int rti = 0;
+  int i = 0;
+  ListCell* lc;
+  foreach (lc, s->rtable) {
+    ++i;
+    auto* rte = static_cast<RangeTblEntry*>(lfirst(lc));
+    if (rte->rtekind == RTE_RELATION && rte->relid == relid) rti = i;
+  }
+  List* conjuncts = NIL;
+  AndArgs(s->jointree->quals, &conjuncts);
+  foreach (lc, conjuncts) {
+    auto* node = static_cast<Node*>(lfirst(lc));
+    if (!IsA(node, OpExpr) || list_length(reinterpret_cast<OpExpr*>(node)->args) != 2) continue;
+    auto* op = reinterpret_cast<OpExpr*>(node);
+    const Oid type = exprType(static_cast<Node*>(linitial(op->args)));
+    if (!op_hashjoinable(op->opno, type) && !op_mergejoinable(op->opno, type)) continue;
+    for (int side = 0; side < 2; ++side) {
+      Node* mine = strip_implicit_coercions(static_cast<Node*>(list_nth(op->args, side)));
+      Node* theirs = static_cast<Node*>(list_nth(op->args, 1 - side));
+      if (IsA(mine, Var) && reinterpret_cast<Var*>(mine)->varno == rti &&
+          reinterpret_cast<Var*>(mine)->varlevelsup == 0 &&
+          reinterpret_cast<Var*>(mine)->varattno > 0 && !contain_vars_of_level(theirs, 0)) {
+        return reinterpret_cast<Var*>(mine)->varattno;
+      }
+    }
+  }
+  return kSerializeTable;
+}
+
+int MergeSerialize(int a, int b) {
+  if (a == 0) return b;
+  if (b == 0 || a == b) return a;
+  return kSerializeTable;
+}
+
 void CollectBaseTables(ViewPlan* plan) {
   ListCell* bc;
   foreach (bc, plan->branches) {
@@ -738,6 +793,7 @@ void CollectBaseTables(ViewPlan* plan) {
     List* from = NIL;
     FromRelations(b->query, reinterpret_cast<Node*>(b->query->jointree), &from);
     List* in_where = NIL;
+    List* subqueries = NIL;
     ListCell* lc;
     foreach (lc, Conjuncts(b->query)) {
       bool anti;
@@ -745,6 +801,7 @@ void CollectBaseTables(ViewPlan* plan) {
       if (sl == nullptr) continue;
       auto* s = reinterpret_cast<Query*>(sl->subselect);
       FromRelations(s, reinterpret_cast<Node*>(s->jointree), &in_where);
+      subqueries = lappend(subqueries, s);
     }
     List* all = list_concat(list_copy(from), in_where);
     foreach (lc, all) {
@@ -762,19 +819,26 @@ void CollectBaseTables(ViewPlan* plan) {
         Unsupported("a table referenced both in a subquery in WHERE and elsewhere in the query");
       }
       if (k_from > kMaxOccurrences) Unsupported("a table referenced more than 3 times");
-      const bool serialize = k_from > 1 || k_where > 0;
+      int serialize = k_from > 1 ? kSerializeTable : 0;
+      if (k_where > 0) {
+        foreach (other, subqueries) {
+          auto* s = static_cast<Query*>(lfirst(other));
+          if (Occurrences(s, relid) != NIL) serialize = KeyColumn(s, relid);
+        }
+      }
       int i = 0;
       bool known = false;
       foreach (other, plan->base_relids) {
         if (lfirst_oid(other) == relid) {
           known = true;
-          if (serialize) list_nth_cell(plan->serialize, i)->int_value = 1;
+          ListCell* cell = list_nth_cell(plan->serialize, i);
+          cell->int_value = MergeSerialize(cell->int_value, serialize);
         }
         ++i;
       }
       if (!known) {
         plan->base_relids = lappend_oid(plan->base_relids, relid);
-        plan->serialize = lappend_int(plan->serialize, serialize ? 1 : 0);
+        plan->serialize = lappend_int(plan->serialize, serialize);
       }
     }
   }
@@ -856,7 +920,7 @@ void AnalyzeLevel(ViewPlan* plan, Query* q) {
       plan->inner_rti = rti;
       plan->base_relids = inner->base_relids;
       for (int i = 0; i < list_length(inner->base_relids); ++i) {
-        plan->serialize = lappend_int(plan->serialize, 1);
+        plan->serialize = lappend_int(plan->serialize, kSerializeTable);
       }
       auto* b = static_cast<Branch*>(palloc0(sizeof(Branch)));
       b->query = q;
@@ -1613,6 +1677,27 @@ char* StatementMaintenance(const ViewPlan* plan, const char* log, Oid relid, boo
   return Maintenance(plan, log, nullptr, source, may_remove, full);
 }
 
+// What the maintenance trigger locks before the delta (maintain.cpp): nothing more, all
+// writers of the table ("serialize"), or per value of a column of the transition rows (an
+// advisory lock per view and hash of the value, taken in hash order: no deadlock between
+// two such writers), the lock statement before the delta.
+const char* LockTag(const char* log, Oid relid, int serialize, bool has_new, bool has_old) {
+  if (serialize == 0) return "";
+  if (serialize == kSerializeTable) return "/* ramp_immv: serialize */ ";
+  const char* column =
+      quote_identifier(get_attname(relid, static_cast<AttrNumber>(serialize), false));
+  const char* rows =
+      has_new && has_old
+          ? psprintf("SELECT %s FROM __ramp_new UNION ALL SELECT %s FROM __ramp_old", column,
+                     column)
+          : psprintf("SELECT %s FROM %s", column, has_new ? "__ramp_new" : "__ramp_old");
+  return psprintf(
+      "/* ramp_immv: lock */ SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(%s), k.h) "
+      "FROM (SELECT DISTINCT pg_catalog.hashtext(t.%s::pg_catalog.text) AS h FROM (%s) t) k "
+      "ORDER BY k.h\n/* ramp_immv: delta */\n",
+      quote_literal_cstr(log), column, rows);
+}
+
 void Emit(ReturnSetInfo* rsinfo, const char* kind, int base, const char* base_table,
           const char* sql) {
   Datum values[4];
@@ -1637,7 +1722,8 @@ extern "C" {
 // statement triggers run. Names in the SQL are schema-qualified (deparsed with search_path
 // = pg_catalog): the triggers run it whatever the writer's search_path. The statements of a
 // base table whose writers must wait for each other (see maintain.cpp) begin with
-// /* ramp_immv: serialize */.
+// /* ramp_immv: serialize */, or with /* ramp_immv: lock */ and a statement taking the
+// locks per key, then /* ramp_immv: delta */.
 PG_FUNCTION_INFO_V1(ramp_immv_compile);
 Datum ramp_immv_compile(PG_FUNCTION_ARGS) {
   using namespace pgramp::immv;
@@ -1670,13 +1756,17 @@ Datum ramp_immv_compile(PG_FUNCTION_ARGS) {
     ++base;
     const Oid relid = lfirst_oid(lc);
     const char* table = QualifiedName(relid);
-    const char* tag = lfirst_int(sc) != 0 ? "/* ramp_immv: serialize */ " : "";
+    const int serialize = lfirst_int(sc);
+    const char* tag = serialize != 0 ? "/* ramp_immv: serialize */ " : "";
     Emit(rsinfo, "INSERT", base, table,
-         psprintf("%s%s", tag, StatementMaintenance(&plan, log, relid, true, false, full)));
+         psprintf("%s%s", LockTag(log, relid, serialize, true, false),
+                  StatementMaintenance(&plan, log, relid, true, false, full)));
     Emit(rsinfo, "DELETE", base, table,
-         psprintf("%s%s", tag, StatementMaintenance(&plan, log, relid, false, true, full)));
+         psprintf("%s%s", LockTag(log, relid, serialize, false, true),
+                  StatementMaintenance(&plan, log, relid, false, true, full)));
     Emit(rsinfo, "UPDATE", base, table,
-         psprintf("%s%s", tag, StatementMaintenance(&plan, log, relid, true, true, full)));
+         psprintf("%s%s", LockTag(log, relid, serialize, true, true),
+                  StatementMaintenance(&plan, log, relid, true, true, full)));
     Emit(rsinfo, "TRUNCATE", base, table, psprintf("%s%s", tag, refresh));
   }
   AtEOXact_GUC(true, guc_level);

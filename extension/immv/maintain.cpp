@@ -46,7 +46,13 @@ const char* EventName(TriggerData* td) {
 // statements "serialize") take ExclusiveLock on their own object instead, so they also wait
 // for each other: each one's delta then reads the rows of the one before. This covers the
 // writers of one PostgreSQL server only (extension/immv/NOTES.md).
+// Where the correlation column of such a table is known (EXISTS (... WHERE t.col = outer)),
+// its statements begin with "/* ramp_immv: lock */", a statement taking an advisory lock per
+// view and value of the column in the transition rows, then "/* ramp_immv: delta */": only
+// writers of the same value wait for each other, and they hold RowExclusiveLock.
 constexpr const char kSerializeTag[] = "/* ramp_immv: serialize */";
+constexpr const char kLockTag[] = "/* ramp_immv: lock */";
+constexpr const char kDeltaTag[] = "/* ramp_immv: delta */";
 
 void LockAgainstOtherBaseTables(Oid log_oid, int base, int bases, bool serialize) {
   if (bases < 2 && !serialize) return;
@@ -173,10 +179,21 @@ Datum ramp_immv_maintain(PG_FUNCTION_ARGS) {
   const int bases =
       DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
   const bool serialize = strncmp(sql, kSerializeTag, sizeof(kSerializeTag) - 1) == 0;
+  const char* key_locks = nullptr;
+  if (strncmp(sql, kLockTag, sizeof(kLockTag) - 1) == 0) {
+    char* delta = strstr(sql, kDeltaTag);
+    if (delta == nullptr) elog(ERROR, "materialized view %s: malformed maintenance SQL", view);
+    *delta = '\0';
+    key_locks = sql;
+    sql = delta + sizeof(kDeltaTag) - 1;
+  }
   LockAgainstOtherBaseTables(log_oid, base, bases, serialize);
+  if (key_locks != nullptr && SPI_execute(key_locks, false, 0) != SPI_OK_SELECT) {
+    elog(ERROR, "locking the keys of materialized view %s failed", view);
+  }
   if (pgramp::guc::debug_immv_separate_put_ms > 0) NoteViewLog(log_oid);
   // Having waited for them, read what the writers of the other base tables committed.
-  if (bases >= 2 || serialize) {
+  if (bases >= 2 || serialize || key_locks != nullptr) {
     pgramp::Session::Get().SetNestedStatementStart(GetCurrentTimestamp());
   }
 
