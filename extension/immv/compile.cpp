@@ -42,6 +42,7 @@ extern "C" {
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/ruleutils.h"
+#include "utils/typcache.h"
 }
 
 namespace pgramp::immv {
@@ -772,7 +773,9 @@ int KeyColumn(Query* s, Oid relid) {
       Node* theirs = static_cast<Node*>(list_nth(op->args, 1 - side));
       if (IsA(mine, Var) && reinterpret_cast<Var*>(mine)->varno == rti &&
           reinterpret_cast<Var*>(mine)->varlevelsup == 0 &&
-          reinterpret_cast<Var*>(mine)->varattno > 0 && !contain_vars_of_level(theirs, 0)) {
+          reinterpret_cast<Var*>(mine)->varattno > 0 && !contain_vars_of_level(theirs, 0) &&
+          OidIsValid(lookup_type_cache(reinterpret_cast<Var*>(mine)->vartype, TYPECACHE_HASH_PROC)
+                         ->hash_proc)) {
         return reinterpret_cast<Var*>(mine)->varattno;
       }
     }
@@ -1684,8 +1687,12 @@ char* StatementMaintenance(const ViewPlan* plan, const char* log, Oid relid, boo
 const char* LockTag(const char* log, Oid relid, int serialize, bool has_new, bool has_old) {
   if (serialize == 0) return "";
   if (serialize == kSerializeTable) return "/* ramp_immv: serialize */ ";
-  const char* column =
-      quote_identifier(get_attname(relid, static_cast<AttrNumber>(serialize), false));
+  const auto attnum = static_cast<AttrNumber>(serialize);
+  const char* column = quote_identifier(get_attname(relid, attnum, false));
+  // The type's own hash function: equal values (1.0 and 1.00 too) get one lock.
+  const Oid hash = lookup_type_cache(get_atttype(relid, attnum), TYPECACHE_HASH_PROC)->hash_proc;
+  const char* hash_name =
+      quote_qualified_identifier(get_namespace_name(get_func_namespace(hash)), get_func_name(hash));
   const char* rows =
       has_new && has_old
           ? psprintf("SELECT %s FROM __ramp_new UNION ALL SELECT %s FROM __ramp_old", column,
@@ -1693,9 +1700,9 @@ const char* LockTag(const char* log, Oid relid, int serialize, bool has_new, boo
           : psprintf("SELECT %s FROM %s", column, has_new ? "__ramp_new" : "__ramp_old");
   return psprintf(
       "/* ramp_immv: lock */ SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(%s), k.h) "
-      "FROM (SELECT DISTINCT pg_catalog.hashtext(t.%s::pg_catalog.text) AS h FROM (%s) t) k "
+      "FROM (SELECT DISTINCT %s(t.%s) AS h FROM (%s) t) k "
       "ORDER BY k.h\n/* ramp_immv: delta */\n",
-      quote_literal_cstr(log), column, rows);
+      quote_literal_cstr(log), hash_name, column, rows);
 }
 
 void Emit(ReturnSetInfo* rsinfo, const char* kind, int base, const char* base_table,
