@@ -1574,6 +1574,39 @@ char* SameGroup(const ViewPlan* plan, const char* x) {
   return s.data;
 }
 
+// The rows of full (a source of signed input rows) whose group is in keys (a CTE with the
+// group columns): with = for groups without NULLs (a semi-join the planner can run as index
+// lookups per key), IS NOT DISTINCT FROM for the others (a branch that runs only if keys
+// holds a group with a NULL).
+char* KeyedSource(const ViewPlan* plan, const char* full, const char* keys) {
+  List* groups = GroupColumns(plan);
+  if (groups == NIL) {
+    return psprintf("(SELECT d.* FROM %s d WHERE EXISTS (SELECT 1 FROM %s))", full, keys);
+  }
+  StringInfoData d_cols, r_cols, d_null, r_null;
+  initStringInfo(&d_cols);
+  initStringInfo(&r_cols);
+  initStringInfo(&d_null);
+  initStringInfo(&r_null);
+  int i = 0;
+  ListCell* lc;
+  foreach (lc, groups) {
+    const char* g = static_cast<char*>(lfirst(lc));
+    const char* sep = i++ > 0 ? ", " : "";
+    const char* or_sep = i > 1 ? " OR " : "";
+    appendStringInfo(&d_cols, "%sd.%s", sep, g);
+    appendStringInfo(&r_cols, "%sr.%s", sep, g);
+    appendStringInfo(&d_null, "%sd.%s IS NULL", or_sep, g);
+    appendStringInfo(&r_null, "%sr.%s IS NULL", or_sep, g);
+  }
+  return psprintf(
+      "(SELECT d.* FROM %s d WHERE (%s) IN (SELECT %s FROM %s r) UNION ALL "
+      "SELECT d.* FROM %s d WHERE EXISTS (SELECT 1 FROM %s r WHERE %s) AND (%s) "
+      "AND EXISTS (SELECT 1 FROM %s r WHERE %s))",
+      full, d_cols.data, r_cols.data, keys, full, keys, r_null.data, d_null.data, keys,
+      SameGroup(plan, "d"));
+}
+
 // The statement run after a statement on a base table: WITH [prefix,] __ramp_d (the signed
 // input rows) the log gets their contributions. With min/max, groups that lost rows are
 // recomputed from the base tables instead (their log rows replaced by one), in the same
@@ -1598,10 +1631,8 @@ char* Maintenance(const ViewPlan* plan, const char* log, const char* prefix, con
                    "__ramp_gone AS (DELETE FROM %s l WHERE EXISTS (SELECT 1 FROM __ramp_rc r "
                    "WHERE %s)), ",
                    log, SameGroup(plan, "l"));
-  appendStringInfo(
-      &s, "__ramp_redo AS (INSERT INTO %s %s) ", log,
-      LogRows(plan, full,
-              psprintf("EXISTS (SELECT 1 FROM __ramp_rc r WHERE %s)", SameGroup(plan, "d"))));
+  appendStringInfo(&s, "__ramp_redo AS (INSERT INTO %s %s) ", log,
+                   LogRows(plan, KeyedSource(plan, full, "__ramp_rc"), nullptr));
   appendStringInfo(
       &s, "INSERT INTO %s %s", log,
       LogRows(plan, "__ramp_d",
@@ -1624,10 +1655,8 @@ char* NestedCtes(const ViewPlan* plan, Oid relid, bool has_new, bool has_old) {
   ListCell* lc;
   foreach (lc, GroupColumns(inner)) appendStringInfo(&s, ", d.%s", static_cast<char*>(lfirst(lc)));
   appendStringInfoString(&s, " FROM __ramp_id d), ");
-  appendStringInfo(
-      &s, "__ramp_inow AS (%s), ",
-      LogRows(inner, FullSource(inner),
-              psprintf("EXISTS (SELECT 1 FROM __ramp_ik r WHERE %s)", SameGroup(inner, "d"))));
+  appendStringInfo(&s, "__ramp_inow AS (%s), ",
+                   LogRows(inner, KeyedSource(inner, FullSource(inner), "__ramp_ik"), nullptr));
   appendStringInfo(&s, "__ramp_idd AS (%s), ", LogRows(inner, "__ramp_id", nullptr));
   StringInfoData neg;
   initStringInfo(&neg);
