@@ -40,13 +40,27 @@ const char* EventName(TriggerData* td) {
 // ShareLock on (log, j) for every other j until it commits: writers of the same table
 // (RowExclusive/RowExclusive, Share/Share) run side by side, writers of different tables of
 // one join view wait for each other's commit, and the later one's delta then reads the
-// earlier one's rows (its RAMP PUT is done before locks are released). This covers the
+// earlier one's rows (its RAMP PUT is done before locks are released). Writers of a table
+// whose delta is not linear in its own rows (a self-join, a table in EXISTS / NOT EXISTS or
+// on the nullable side of an outer join, under a nested aggregate: compile.cpp tags their
+// statements "serialize") take ExclusiveLock on their own object instead, so they also wait
+// for each other: each one's delta then reads the rows of the one before. This covers the
 // writers of one PostgreSQL server only (extension/immv/NOTES.md).
-void LockAgainstOtherBaseTables(Oid log_oid, int base, int bases) {
-  if (bases < 2) return;
+// Where the correlation column of such a table is known (EXISTS (... WHERE t.col = outer)),
+// its statements begin with "/* ramp_immv: lock */", a statement taking an advisory lock per
+// view and value of the column in the transition rows, then "/* ramp_immv: delta */": only
+// writers of the same value wait for each other, and they hold RowExclusiveLock.
+constexpr const char kSerializeTag[] = "/* ramp_immv: serialize */";
+constexpr const char kLockTag[] = "/* ramp_immv: lock */";
+constexpr const char kDeltaTag[] = "/* ramp_immv: delta */";
+
+void LockAgainstOtherBaseTables(Oid log_oid, int base, int bases, bool serialize) {
+  if (bases < 2 && !serialize) return;
   for (int j = 1; j <= bases; ++j) {
     LockDatabaseObject(RelationRelationId, log_oid, static_cast<uint16>(j),
-                       j == base ? RowExclusiveLock : ShareLock);
+                       j != base   ? ShareLock
+                       : serialize ? ExclusiveLock
+                                   : RowExclusiveLock);
   }
 }
 
@@ -164,10 +178,24 @@ Datum ramp_immv_maintain(PG_FUNCTION_ARGS) {
       DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
   const int bases =
       DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
-  LockAgainstOtherBaseTables(log_oid, base, bases);
+  const bool serialize = strncmp(sql, kSerializeTag, sizeof(kSerializeTag) - 1) == 0;
+  const char* key_locks = nullptr;
+  if (strncmp(sql, kLockTag, sizeof(kLockTag) - 1) == 0) {
+    char* delta = strstr(sql, kDeltaTag);
+    if (delta == nullptr) elog(ERROR, "materialized view %s: malformed maintenance SQL", view);
+    *delta = '\0';
+    key_locks = sql;
+    sql = delta + sizeof(kDeltaTag) - 1;
+  }
+  LockAgainstOtherBaseTables(log_oid, base, bases, serialize);
+  if (key_locks != nullptr && SPI_execute(key_locks, false, 0) != SPI_OK_SELECT) {
+    elog(ERROR, "locking the keys of materialized view %s failed", view);
+  }
   if (pgramp::guc::debug_immv_separate_put_ms > 0) NoteViewLog(log_oid);
   // Having waited for them, read what the writers of the other base tables committed.
-  if (bases >= 2) pgramp::Session::Get().SetNestedStatementStart(GetCurrentTimestamp());
+  if (bases >= 2 || serialize || key_locks != nullptr) {
+    pgramp::Session::Get().SetNestedStatementStart(GetCurrentTimestamp());
+  }
 
   // Statements that changed few rows (the common case) reuse a plan of the delta statement;
   // larger ones are planned for their transition tables' size.
