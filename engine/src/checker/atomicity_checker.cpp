@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -150,7 +152,18 @@ void Reader(Shared& sh, int index) {
         for (int m = 0; m < o.keys_per_group; m++) {
           seen.append(" ").append(results[m].found ? results[m].value : std::string("-"));
         }
-        sh.report.first_fracture = seen;
+        // When (UTC), to line it up with the faults of a harness and the servers' logs.
+        const auto now = std::chrono::system_clock::now();
+        const time_t secs = std::chrono::system_clock::to_time_t(now);
+        const long ms = static_cast<long>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() %
+            1000);
+        struct tm tm;
+        gmtime_r(&secs, &tm);
+        char when[48];
+        std::snprintf(when, sizeof(when), " at %02d:%02d:%02d.%03ld UTC", tm.tm_hour, tm.tm_min,
+                      tm.tm_sec, ms);
+        sh.report.first_fracture = seen + when;
       }
       if (o.stop_at_first_fracture) sh.stop = true;
     }
