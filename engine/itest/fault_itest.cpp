@@ -134,6 +134,18 @@ class EarlyTerminationTest : public ::testing::Test {
 };
 std::unique_ptr<TestCluster> EarlyTerminationTest::cluster_;
 
+// Transactions prepared and undecided on every server, as rampctl status shows them.
+uint64_t PreparedEverywhere(Client& client) {
+  std::vector<ServerStatus> servers;
+  EXPECT_TRUE(client.ClusterStatus(&servers).ok());
+  uint64_t n = 0;
+  for (const auto& s : servers) {
+    EXPECT_TRUE(s.reachable) << s.error;
+    n += s.prepared_txns;
+  }
+  return n;
+}
+
 TEST_F(EarlyTerminationTest, DiedMidCommitIsCommittedEverywhereWithinSeconds) {
   const auto keys = Keys(1);
   Timestamp ts;
@@ -147,6 +159,8 @@ TEST_F(EarlyTerminationTest, DiedMidCommitIsCommittedEverywhereWithinSeconds) {
   }
   const auto start = std::chrono::steady_clock::now();
   auto observer = OpenClient(*cluster_, Provider::kTcp, 5000);
+  // Nodes 1 and 2 hold it prepared until the terminator asks node 0 (after 1 s).
+  EXPECT_EQ(PreparedEverywhere(*observer), 2u);
   RawTxn probe(*observer, kKeyspace, keys, ts);
   std::string seen;
   for (;;) {
@@ -172,6 +186,7 @@ TEST_F(EarlyTerminationTest, DiedMidCommitIsCommittedEverywhereWithinSeconds) {
   std::vector<ReadResult> results;
   ASSERT_TRUE(txn->GetAll(items, &results).ok());
   for (const auto& r : results) EXPECT_EQ(r.found ? r.value : "", "died");
+  EXPECT_EQ(PreparedEverywhere(*observer), 0u);
 }
 
 TEST_F(EarlyTerminationTest, ClientGoneMidPrepareIsAbortedWithinSeconds) {

@@ -21,7 +21,8 @@ namespace {
 
 const char* kUsage = R"(usage: rampctl --node URI [--token-file FILE] COMMAND
 
-  status        every server: reachable, partitions, keys, bytes, requests served; then
+  status        every server: reachable, partitions, keys, bytes, requests served,
+                transactions prepared and not yet decided there; then
                 the partition migrations in flight (and recently finished)
   partitions    every partition: owner, home, epoch, migrating, keys, bytes, ops/s
   migrate KEYSPACE BUCKET NODE
@@ -272,15 +273,16 @@ int main(int argc, char** argv) {
     std::vector<ServerStatus> servers;
     st = client->ClusterStatus(&servers);
     if (!st.ok()) return Fail(st);
-    std::printf("%-4s %-10s %-11s %-12s %-12s %-12s %s\n", "node", "state", "partitions", "keys",
-                "bytes", "requests", "endpoints");
+    std::printf("%-4s %-10s %-11s %-12s %-12s %-12s %-9s %s\n", "node", "state", "partitions",
+                "keys", "bytes", "requests", "prepared", "endpoints");
     int down = 0;
     for (const auto& s : servers) {
       if (!s.reachable) down++;
-      std::printf("%-4u %-10s %-11llu %-12llu %-12s %-12llu %s%s%s\n", s.node,
+      std::printf("%-4u %-10s %-11llu %-12llu %-12s %-12llu %-9llu %s%s%s\n", s.node,
                   s.reachable ? "up" : "DOWN", static_cast<unsigned long long>(s.partitions),
                   static_cast<unsigned long long>(s.keys), Bytes(s.bytes).c_str(),
-                  static_cast<unsigned long long>(s.ops), s.endpoints.c_str(),
+                  static_cast<unsigned long long>(s.ops),
+                  static_cast<unsigned long long>(s.prepared_txns), s.endpoints.c_str(),
                   s.reachable ? "" : "  ", s.error.c_str());
     }
     std::vector<MigrationStatus> moves;

@@ -76,6 +76,10 @@ Serves pg_ramp partitions: RAMP-Fast transactions, one-sided reads, page I/O.
   --test-crash-at STEP  tests: SIGKILL this process at a migration step (home-after-begin,
                       home-after-cutover, home-after-release, home-after-commit,
                       source-after-release, target-during-copy, target-after-finish)
+  --test-ack-before-durable  tests: a deliberate bug for the fault harness
+                      (bench/nemesis/run): with --data, answer PREPARE, ABORT and 2PL
+                      writes before they are on disk; a SIGKILL then loses acknowledged
+                      commits. Never in production.
   --log-level LEVEL   debug, info, warning, error (default info)
   --config FILE       read "name = value" settings (the names of these options)
   --help              this text
@@ -134,7 +138,7 @@ int main(int argc, char** argv) {
        "handshake-timeout-ms", "max-pending-handshakes", "max-pending-handshakes-per-source",
        "shm-socket-mode", "shm-socket-group", "test-crash-at", "rebalance-interval-ms",
        "rebalance-threshold-pct", "rebalance-cooldown-ms", "spin-rounds"},
-      {"help", "page-direct-io", "no-io-uring"});
+      {"help", "page-direct-io", "no-io-uring", "test-ack-before-durable"});
   // clang-format on
   Status st = flags.Parse(argc, argv);
   if (!st.ok()) return Fail(st);
@@ -206,6 +210,7 @@ int main(int argc, char** argv) {
   o.data_dir = flags.Get("data");
   o.page_dir = flags.Get("page-dir");
   o.test_crash_at = flags.Get("test-crash-at");
+  o.test_ack_before_durable = flags.Has("test-ack-before-durable");
   if (!(st = flags.GetInt("rebalance-interval-ms", 0, 0, 3600000, &v)).ok()) return Fail(st);
   o.rebalance_interval_ms = static_cast<int>(v);
   if (!(st = flags.GetInt("rebalance-threshold-pct", 125, 101, 1000, &v)).ok()) return Fail(st);

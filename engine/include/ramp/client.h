@@ -251,6 +251,7 @@ struct ServerStatus {
   uint64_t bytes = 0;
   uint64_t ops = 0;  // requests served since start
   uint64_t uptime_ms = 0;
+  uint64_t prepared_txns = 0;  // prepared and not decided yet (in doubt or in flight)
 };
 
 // What ramp.partitions() shows for one partition.

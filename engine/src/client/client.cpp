@@ -322,6 +322,7 @@ Status Client::ClusterStatus(std::vector<ServerStatus>* out) {
       s.bytes = sr.bytes;
       s.ops = sr.ops;
       s.uptime_ms = sr.uptime_ms;
+      s.prepared_txns = sr.prepared_txns;
     } else {
       s.error = st.ToString();
     }

@@ -629,6 +629,7 @@ void Encode(const StatusReply& m, std::string* out) {
   w.PutU64(m.bytes);
   w.PutU64(m.ops);
   w.PutU64(m.uptime_ms);
+  w.PutU64(m.prepared_txns);
 }
 
 Status Decode(std::string_view body, StatusReply* out) {
@@ -637,6 +638,8 @@ Status Decode(std::string_view body, StatusReply* out) {
       !r.GetU64(&out->bytes) || !r.GetU64(&out->ops) || !r.GetU64(&out->uptime_ms)) {
     return Truncated("STATUS reply");
   }
+  out->prepared_txns = 0;
+  if (r.remaining() > 0 && !r.GetU64(&out->prepared_txns)) return Truncated("STATUS reply");
   return r.ExpectEnd("STATUS reply");
 }
 

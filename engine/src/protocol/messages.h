@@ -319,6 +319,9 @@ struct StatusReply {
   uint64_t bytes = 0;
   uint64_t ops = 0;
   uint64_t uptime_ms = 0;
+  // Transactions prepared here and not decided yet. Last on the wire and optional when
+  // decoding (a server built before it sends no such field: 0).
+  uint64_t prepared_txns = 0;
 };
 void Encode(const StatusReply& m, std::string* out);
 Status Decode(std::string_view body, StatusReply* out);

@@ -80,6 +80,8 @@ Status RequestHandler::Handle(Session& session, std::string_view message, std::s
   }
   RAMP_RETURN_IF_ERROR(HandleNow(session, message, reply));
   if (reply->empty() || !ctx_->store->durable()) return Status::OK();
+  // The fault harness's injected bug (rampd --test-ack-before-durable): answer at once.
+  if (ctx_->test_ack_before_durable) return Status::OK();
   protocol::Header h;
   if (!protocol::DecodeHeader(message, &h).ok() || !Writes(h, message)) return Status::OK();
   // Every reply of a writing request waits, errors too: a PREPARE refused at its third

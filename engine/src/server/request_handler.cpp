@@ -407,6 +407,7 @@ Status RequestHandler::OnStatus(const Header& h, std::string* reply) {
   r.bytes = st.bytes;
   r.ops = ctx_->ops.load(std::memory_order_relaxed);
   r.uptime_ms = NowMs() - ctx_->started_ms;
+  r.prepared_txns = st.prepared_txns;
   protocol::EncodeHeader(protocol::ReplyTo(h, Clock()), reply);
   protocol::Encode(r, reply);
   return Status::OK();

@@ -112,6 +112,12 @@ Status Server::Init(const ServerOptions& options) {
   ctx_.instance = transport::RandomU64() | 1;
   ctx_.started_ms = SteadyMs();
   ctx_.limits = options.limits;
+  ctx_.test_ack_before_durable = options.test_ack_before_durable;
+  if (options.test_ack_before_durable) {
+    RAMP_WARN(
+        "--test-ack-before-durable: writes are acknowledged before they are on disk "
+        "(a bug injected for tests)");
+  }
   RAMP_RETURN_IF_ERROR(PageService::Start(options.pages, store_.get(), memory_, &pages_));
   ctx_.pages = pages_.get();
   migrations_ = std::make_unique<Migrations>(&ctx_, PeerOptions(), options.test_crash_at);

@@ -57,6 +57,9 @@ struct ServerOptions {
   PageServiceOptions pages;
   // Tests only: a migration step name (migration.h) at which this process kills itself.
   std::string test_crash_at;
+  // Tests only (the fault harness's injected bug): writing requests are answered before
+  // their bytes are durable (request_durability.cpp).
+  bool test_ack_before_durable = false;
   // The hot-partition rebalancer (ramp/rebalance.h): how often the cluster's loads are
   // looked at (0: off), max/mean above which partitions move, and how long a moved
   // partition stays put. Every server runs the loop; the lowest-numbered reachable one acts.

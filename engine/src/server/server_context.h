@@ -40,6 +40,7 @@ struct ServerContext {
   uint64_t instance = 0;  // random per start: clients drop cached addresses when it changes
   uint64_t started_ms = 0;
   Limits limits;
+  bool test_ack_before_durable = false;  // ServerOptions::test_ack_before_durable
   std::atomic<uint64_t> ops{0};
   std::atomic<uint64_t> connections{0};
   std::atomic<uint64_t> next_session{1};
