@@ -3,6 +3,7 @@
 
 #include "catalog/keyspace_catalog.hpp"
 
+#include "fdw/fdw.hpp"
 #include "hashindex/hashindex.hpp"
 #include "rows/access_methods.hpp"
 #include "sqlapi/guc.hpp"
@@ -102,5 +103,6 @@ void _PG_init(void) {
   set_rel_pathlist_hook = pgramp::SetRelPathlist;
   pgramp::tam::InstallTemporaryTableHook();
   pgramp::InstallDropDatabaseHook();
+  pgramp::fdw::InstallXactCallbacks();
 }
 }
