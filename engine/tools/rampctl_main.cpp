@@ -45,8 +45,8 @@ const char* kUsage = R"(usage: rampctl --node URI [--token-file FILE] COMMAND
   kv-load ID COUNT [--value-bytes B] [--buckets N]
                 writes keys user0 .. user<COUNT-1>, each a value of B bytes (default 1000),
                 100 keys per transaction: what the YCSB benchmark's loader writes
-  kv-put ID KEY VALUE [--buckets N]
-                writes one key (one RAMP transaction)
+  kv-put ID KEY VALUE [KEY VALUE ...] [--buckets N]
+                writes the keys in one RAMP transaction
   kv-get ID KEY... [--buckets N]
                 reads the keys in one read-atomic RAMP read: KEY<tab>VALUE per key found,
                 KEY<tab>(not found) for the others
@@ -336,14 +336,18 @@ int KvLoad(ramp::Client* client, const ramp::tools::Flags& flags) {
 int KvPut(ramp::Client* client, const ramp::tools::Flags& flags) {
   using namespace ramp;
   const auto& args = flags.positional();
-  if (args.size() != 4) {
-    return Fail(Status::InvalidArgument("usage: rampctl kv-put ID KEY VALUE [--buckets N]"));
+  if (args.size() < 4 || args.size() % 2 != 0) {
+    return Fail(Status::InvalidArgument(
+        "usage: rampctl kv-put ID KEY VALUE [KEY VALUE ...] [--buckets N]"));
   }
   KeyspaceId ks = 0;
   Status st = KvKeyspace(client, flags, args[1], &ks);
   if (!st.ok()) return Fail(st);
   auto t = client->Begin();
-  if (!(st = t->Put(ks, args[2], args[3])).ok() || !(st = t->Commit()).ok()) return Fail(st);
+  for (size_t i = 2; i + 1 < args.size(); i += 2) {
+    if (!(st = t->Put(ks, args[i], args[i + 1])).ok()) return Fail(st);
+  }
+  if (!(st = t->Commit()).ok()) return Fail(st);
   return 0;
 }
 

@@ -10,6 +10,13 @@ bool IsRawText(Oid typid) {
   return typid == TEXTOID || typid == VARCHAROID;
 }
 
+// An input function's message quotes the whole value; a long one is cut.
+char* TruncatedMessage(const char* message) {
+  constexpr size_t kMax = 200;
+  if (strlen(message) <= kMax) return pstrdup(message);
+  return psprintf("%.*s...", static_cast<int>(kMax), message);
+}
+
 }  // namespace
 
 char* EncodeDatum(Datum value, Oid typid, int* len) {
@@ -103,13 +110,14 @@ Datum DecodeDatum(const char* data, size_t len, Form_pg_attribute att, Relation 
     MemoryContextSwitchTo(caller);
     ErrorData* edata = CopyErrorData();
     FlushErrorState();
-    ereport(ERROR, (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-                    errmsg("value of column \"%s\" of foreign table \"%s\" does not decode as %s",
-                           NameStr(att->attname), RelationGetRelationName(rel),
-                           format_type_with_typemod(att->atttypid, att->atttypmod)),
-                    errdetail("Key %s: %s", KeyForMessage(key, key_len), edata->message),
-                    errhint("Declare the column with the type of what the keyspace's writers "
-                            "store, or as bytea.")));
+    ereport(ERROR,
+            (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+             errmsg("value of column \"%s\" of foreign table \"%s\" does not decode as %s",
+                    NameStr(att->attname), RelationGetRelationName(rel),
+                    format_type_with_typemod(att->atttypid, att->atttypmod)),
+             errdetail("Key %s: %s", KeyForMessage(key, key_len), TruncatedMessage(edata->message)),
+             errhint("Declare the column with the type of what the keyspace's writers "
+                     "store, or as bytea.")));
   }
   PG_END_TRY();
   return result;
