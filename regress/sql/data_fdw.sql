@@ -114,6 +114,32 @@ INSERT INTO orders VALUES (1, 'a');
 INSERT INTO kv1 VALUES ('order:1', 'a');
 COMMIT;
 SELECT (SELECT count(*) FROM orders) AS orders, (SELECT count(*) FROM kv1 WHERE key = 'order:1') AS kv;
+-- A key changed by another transaction since this one read it: the COMMIT fails with 40001
+-- and nothing of the transaction commits (the version read is the expected one).
+CREATE EXTENSION dblink;
+SELECT dblink_connect('other', format('dbname=%s port=%s host=%s', current_database(),
+       current_setting('port'), split_part(current_setting('unix_socket_directories'), ',', 1)));
+BEGIN;
+UPDATE kv1 SET value = 'mine' WHERE key = 'k10';
+INSERT INTO orders VALUES (2, 'part of the loser');
+SELECT dblink_exec('other', 'UPDATE kv1 SET value = ''theirs'' WHERE key = ''k10''');
+\set VERBOSITY terse
+COMMIT;
+\set VERBOSITY default
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM kv1 WHERE key = 'k10';
+SELECT count(*) FROM orders WHERE id = 2;
+BEGIN;
+DELETE FROM kv1 WHERE key = 'k11';
+SELECT dblink_exec('other', 'DELETE FROM kv1 WHERE key = ''k11''');
+SELECT dblink_exec('other', 'INSERT INTO kv1 VALUES (''k11'', ''again'')');
+\set VERBOSITY terse
+COMMIT;
+\set VERBOSITY default
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM kv1 WHERE key = 'k11';
+SELECT dblink_disconnect('other');
+DROP EXTENSION dblink;
 -- PREPARE TRANSACTION is refused as for ramp tables.
 BEGIN;
 INSERT INTO kv1 VALUES ('prepared', 'x');
