@@ -146,6 +146,13 @@ INSERT INTO kv1 VALUES ('prepared', 'x');
 PREPARE TRANSACTION 'fdw';
 SELECT count(*) FROM kv1 WHERE key = 'prepared';
 
+-- COPY FROM writes through the same buffer.
+COPY kv1 FROM stdin;
+copy1	c1
+copy2	c2
+\.
+SELECT * FROM kv1 WHERE key LIKE 'copy%' ORDER BY key;
+
 -- NULLs cannot be stored.
 INSERT INTO kv1 VALUES (NULL, 'x');
 INSERT INTO kv1 VALUES ('x', NULL);
