@@ -662,6 +662,18 @@ void AddForeignUpdateTargets(PlannerInfo* root, Index rtindex, RangeTblEntry* ta
   add_row_identity_var(root, var, rtindex, kKeyJunk);
 }
 
+// INSERT ... ON CONFLICT: a PUT overwrites; DO NOTHING would silently do the opposite.
+List* PlanForeignModify(PlannerInfo* root, ModifyTable* plan, Index result_relation,
+                        int subplan_index) {
+  if (plan->onConflictAction != ONCONFLICT_NONE) {
+    ereport(ERROR,
+            (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+             errmsg("INSERT ... ON CONFLICT is not supported on ramp foreign tables"),
+             errdetail("An INSERT into a ramp foreign table is a PUT: it overwrites the key.")));
+  }
+  return NIL;
+}
+
 ModifyState* NewModifyState(Relation rel, bool resolve) {
   ModifyState* m = static_cast<ModifyState*>(palloc0(sizeof(ModifyState)));
   const TableOptions o = ReadOptions(rel);
@@ -808,6 +820,7 @@ Datum ramp_fdw_handler(PG_FUNCTION_ARGS) {
   r->EndForeignScan = EndForeignScan;
   r->ExplainForeignScan = ExplainForeignScan;
   r->AddForeignUpdateTargets = AddForeignUpdateTargets;
+  r->PlanForeignModify = PlanForeignModify;
   r->BeginForeignModify = BeginForeignModify;
   r->ExecForeignInsert = ExecForeignInsert;
   r->ExecForeignUpdate = ExecForeignUpdate;

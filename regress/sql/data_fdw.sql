@@ -153,6 +153,10 @@ copy2	c2
 \.
 SELECT * FROM kv1 WHERE key LIKE 'copy%' ORDER BY key;
 
+-- ON CONFLICT would mean the opposite of a PUT.
+INSERT INTO kv1 VALUES ('k7', 'x') ON CONFLICT DO NOTHING;
+SELECT * FROM kv1 WHERE key = 'k7';
+
 -- NULLs cannot be stored.
 INSERT INTO kv1 VALUES (NULL, 'x');
 INSERT INTO kv1 VALUES ('x', NULL);
