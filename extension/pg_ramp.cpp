@@ -8,6 +8,7 @@
 #include "rows/access_methods.hpp"
 #include "sqlapi/guc.hpp"
 #include "tableam/tableam.hpp"
+#include "xact/shared_addresses.hpp"
 
 extern "C" {
 PG_MODULE_MAGIC;
@@ -104,5 +105,6 @@ void _PG_init(void) {
   pgramp::tam::InstallTemporaryTableHook();
   pgramp::InstallDropDatabaseHook();
   pgramp::fdw::InstallXactCallbacks();
+  pgramp::InstallSharedAddressCache();
 }
 }

@@ -143,8 +143,10 @@ fi
 
 if [ ${#data_suites[@]} -gt 0 ]; then
   "$root/scripts/ramp-cluster.sh" start "$work/cluster" --nodes 3 --memory-mb 512 >/dev/null
+  # pg_ramp preloaded: the backends share one GET* address cache (data_addresses).
   cat >"$work/data.conf" <<EOF
 max_prepared_transactions = 2
+shared_preload_libraries = 'pg_ramp'
 ramp.nodes = '$(cat "$work/cluster/nodes.shm")'
 ramp.token_file = '$work/cluster/token.postgres'
 EOF

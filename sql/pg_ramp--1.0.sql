@@ -202,6 +202,16 @@ $$;
 CREATE FUNCTION ramp.collect_garbage() RETURNS int
     AS 'MODULE_PATHNAME', 'ramp_collect_garbage' LANGUAGE C VOLATILE;
 
+-- The address cache of one-sided reads (GET*) this backend uses: shared by every backend of
+-- this server when pg_ramp is in shared_preload_libraries (shared = true; capacity =
+-- ramp.address_cache_entries rounded), else this backend's own. lookups: keys that point
+-- reads looked up; found: of them, with an address; hits: one-sided reads that returned the
+-- row; fallbacks: stale addresses (the read went by request); stores: addresses learnt.
+CREATE FUNCTION ramp.address_cache(
+    OUT shared bool, OUT capacity bigint, OUT lookups bigint, OUT found bigint,
+    OUT hits bigint, OUT fallbacks bigint, OUT stores bigint)
+    RETURNS record AS 'MODULE_PATHNAME', 'ramp_address_cache' LANGUAGE C VOLATILE;
+
 -- The cluster's keyspace catalog: every keyspace registered by any PostgreSQL server of the
 -- cluster, with the server (pg_control_system().system_identifier) and database oid that
 -- created it. rampctl keyspaces shows the same, with sizes.

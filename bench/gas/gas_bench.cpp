@@ -79,16 +79,17 @@ void Lookups(const testing::TestCluster& tc) {
   }
   // The same bytes, one-sided, with nothing around it.
   Client::Impl& im = *c->impl();
-  const CachedAddress a = im.addresses.at(AddressKey(ks, k));
+  OneSidedAddress a;
+  if (!im.addresses->Lookup(ks, k, &a)) std::exit(1);
   NodeChannel* ch = nullptr;
   if (!im.Connected(a.node, ChannelKind::kFast, &ch).ok()) std::exit(1);
-  std::string buf(a.address.length, '\0');
+  std::string buf(a.length, '\0');
   const uint32_t nodes[1] = {a.node};
   for (int i = 0; i < kN; i++) {
     const auto t0 = Clock::now();
     bool done = false;
     if (!ch->conn()
-             ->PostRead(buf.data(), ch->hello().arena, a.address.offset, a.address.length,
+             ->PostRead(buf.data(), ch->hello().arena, a.offset, a.length,
                         [&](const Status&) { done = true; })
              .ok() ||
         !im.WaitOneSided(nodes).ok() || !done) {
@@ -98,7 +99,7 @@ void Lookups(const testing::TestCluster& tc) {
   }
   for (int i = 0; i < 2000; i++) {
     im.placements.clear();
-    im.addresses.clear();
+    im.addresses = NewLocalAddressCache();
     const auto t0 = Clock::now();
     Read(c.get(), ks, k);
     uncached.push_back(Us(Clock::now() - t0));

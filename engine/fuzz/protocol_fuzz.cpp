@@ -51,6 +51,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 4: {
       Decision m;
       (void)Decode(body, count, &m);
+      CommitAddressesReply r;
+      if (Decode(body, count, &r).ok()) {
+        Encode(r, &out);
+        CommitAddressesReply again;
+        if (!Decode(out, static_cast<uint32_t>(r.items.size()), &again).ok()) __builtin_trap();
+      }
       break;
     }
     case 5: {

@@ -313,6 +313,83 @@ TEST(ForgottenKeyTest, ReadOfAForgottenKeyAndItsLiveSibling) {
   EXPECT_EQ(out[1].value, "new");
 }
 
+// A commit learns where its writes now live (COMMIT_ADDRESSES): the writer's next read of
+// them is one-sided, with no request that learns the address first.
+TEST_F(ClusterTest, CommitTeachesTheAddressesOfItsWrites) {
+  auto c = Open(Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus);
+  const KeyspaceId ks = KeyHash("commit-addresses");
+  std::vector<std::string> keys;
+  auto t = c->Begin();
+  for (int i = 0; i < 50; i++) {
+    keys.push_back("k" + std::to_string(i));
+    ASSERT_TRUE(t->Put(ks, keys.back(), "v" + std::to_string(i)).ok());
+  }
+  ASSERT_TRUE(t->Commit().ok());
+  std::vector<ReadItem> items;
+  for (const auto& k : keys) items.push_back(ReadItem{ks, k, {}});
+  std::vector<ReadResult> out;
+  ASSERT_TRUE(c->Begin()->GetAll(items, &out).ok());
+  for (int i = 0; i < 50; i++) EXPECT_EQ(out[i].value, "v" + std::to_string(i));
+  EXPECT_EQ(c->stats().one_sided_hits, 50u) << "fallbacks " << c->stats().one_sided_fallbacks;
+  // An overwrite: the old addresses lose their valid bit, the commit brings the new ones.
+  auto u = c->Begin();
+  for (int i = 0; i < 50; i++) ASSERT_TRUE(u->Put(ks, keys[i], "w" + std::to_string(i)).ok());
+  ASSERT_TRUE(u->Commit().ok());
+  ASSERT_TRUE(c->Begin()->GetAll(items, &out).ok());
+  for (int i = 0; i < 50; i++) EXPECT_EQ(out[i].value, "w" + std::to_string(i));
+  EXPECT_EQ(c->stats().one_sided_hits, 100u);
+  EXPECT_EQ(c->stats().one_sided_fallbacks, 0u);
+}
+
+// Clients that share an address cache (the backends of one PostgreSQL server): what one
+// learnt, the other reads one-sided; a stale shared address is refused by the reader's
+// checks (the value read is always the current one).
+TEST_F(ClusterTest, ClientsSharingAnAddressCache) {
+  std::vector<char> memory(SharedAddressCacheBytes(4096) + 64);
+  void* aligned =
+      reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(memory.data()) + 63) & ~uintptr_t{63});
+  std::shared_ptr<AddressCache> shared =
+      AttachSharedAddressCache(aligned, SharedAddressCacheBytes(4096), true);
+  ASSERT_NE(shared, nullptr);
+  auto options =
+      cluster_->ClientOptionsFor(Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus);
+  options.address_cache = shared;
+  std::unique_ptr<Client> a, b;
+  ASSERT_TRUE(Client::Open(options, &a).ok());
+  ASSERT_TRUE(Client::Open(options, &b).ok());
+  // A third client with a cache of its own writes behind their backs.
+  auto other = Open(Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus);
+  const KeyspaceId ks = KeyHash("shared-addresses");
+  std::vector<ReadItem> items;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 40; i++) keys.push_back("s" + std::to_string(i));
+  for (const auto& k : keys) items.push_back(ReadItem{ks, k, {}});
+  auto t = other->Begin();
+  for (int i = 0; i < 40; i++) ASSERT_TRUE(t->Put(ks, keys[i], "x" + std::to_string(i)).ok());
+  ASSERT_TRUE(t->Commit().ok());
+  std::vector<ReadResult> out;
+  ASSERT_TRUE(a->Begin()->GetAll(items, &out).ok());
+  EXPECT_EQ(a->stats().one_sided_hits, 0u) << "nothing was cached yet";
+  ASSERT_TRUE(b->Begin()->GetAll(items, &out).ok());
+  EXPECT_EQ(b->stats().one_sided_hits, 40u) << "b did not use the addresses a learnt";
+  for (int i = 0; i < 40; i++) EXPECT_EQ(out[i].value, "x" + std::to_string(i));
+  // Overwritten by the outsider: the shared addresses are stale now.
+  auto u = other->Begin();
+  for (int i = 0; i < 40; i++) ASSERT_TRUE(u->Put(ks, keys[i], "y" + std::to_string(i)).ok());
+  ASSERT_TRUE(u->Commit().ok());
+  ASSERT_TRUE(b->Begin()->GetAll(items, &out).ok());
+  for (int i = 0; i < 40; i++) EXPECT_EQ(out[i].value, "y" + std::to_string(i));
+  EXPECT_EQ(b->stats().one_sided_fallbacks, 40u);
+  const uint64_t a_hits = a->stats().one_sided_hits;
+  ASSERT_TRUE(a->Begin()->GetAll(items, &out).ok());
+  for (int i = 0; i < 40; i++) EXPECT_EQ(out[i].value, "y" + std::to_string(i));
+  EXPECT_EQ(a->stats().one_sided_hits, a_hits + 40) << "a did not use the addresses b relearnt";
+  const AddressCacheStats st = shared->Stats();
+  EXPECT_TRUE(st.shared);
+  EXPECT_EQ(st.hits, 80u);
+  EXPECT_EQ(st.fallbacks, 40u);
+}
+
 TEST_F(ClusterTest, StrictTwoPhaseLockingBaseline) {
   ClientOptions o = cluster_->ClientOptionsFor(Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
   o.protocol = Protocol::kS2pl;

@@ -35,6 +35,7 @@ Serves pg_ramp partitions: RAMP-Fast transactions, one-sided reads, page I/O.
                       acknowledged once it is on disk (group commit); a restart recovers
                       from it. Without it the server keeps everything in memory only.
   --workers N         worker threads (default 2)
+  --spin-rounds N     idle polling rounds of a worker before it sleeps (default 200)
   --memory-mb N       page memory in MiB (default 1024)
   --ring-kb N         receive ring size per connection in KiB (default 1024)
   --gc-grace-ms N     how long overwritten versions stay readable (default 5000)
@@ -132,7 +133,7 @@ int main(int argc, char** argv) {
        "page-dir", "memory-budget-mb", "io-workers", "page-io", "debug-page-fault",
        "handshake-timeout-ms", "max-pending-handshakes", "max-pending-handshakes-per-source",
        "shm-socket-mode", "shm-socket-group", "test-crash-at", "rebalance-interval-ms",
-       "rebalance-threshold-pct", "rebalance-cooldown-ms"},
+       "rebalance-threshold-pct", "rebalance-cooldown-ms", "spin-rounds"},
       {"help", "page-direct-io", "no-io-uring"});
   // clang-format on
   Status st = flags.Parse(argc, argv);
@@ -172,6 +173,8 @@ int main(int argc, char** argv) {
   o.node = static_cast<int>(v);
   if (!(st = flags.GetInt("workers", 2, 1, 256, &v)).ok()) return Fail(st);
   o.workers = static_cast<int>(v);
+  if (!(st = flags.GetInt("spin-rounds", 200, 1, 100000000, &v)).ok()) return Fail(st);
+  o.spin_rounds = static_cast<int>(v);
   if (!(st = flags.GetInt("memory-mb", 1024, 16, 1 << 22, &v)).ok()) return Fail(st);
   o.memory_bytes = static_cast<size_t>(v) << 20;
   if (!(st = flags.GetInt("ring-kb", 1024, 64, 1 << 20, &v)).ok()) return Fail(st);

@@ -74,6 +74,8 @@ extern "C" {
 #include "port/atomics.h"
 #include "storage/bufmgr.h"
 #include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
 #include "storage/lmgr.h"
 #include "storage/smgr.h"
 #include "tcop/utility.h"

@@ -9,6 +9,7 @@
 
 #include "sqlapi/guc.hpp"
 #include "xact/session.hpp"
+#include "xact/shared_addresses.hpp"
 #include "xact/xact.hpp"
 
 #include "boundary/boundary.hpp"
@@ -230,6 +231,34 @@ Datum ramp_collect_garbage(PG_FUNCTION_ARGS) {
   using namespace pgramp;
   const int32 removed = Boundary([&] { return static_cast<int32>(CollectClusterGarbage()); });
   PG_RETURN_INT32(removed);
+}
+
+// The GET* address cache this backend reads through: the one the server's backends share,
+// or this backend's own (counted since its client opened).
+PG_FUNCTION_INFO_V1(ramp_address_cache);
+Datum ramp_address_cache(PG_FUNCTION_ARGS) {
+  using namespace pgramp;
+  const ramp::AddressCacheStats s = Boundary([&] {
+    if (auto shared = SharedAddressCache(); shared != nullptr) return shared->Stats();
+    const ramp::Client* client = Session::Get().client_if_any();
+    return client != nullptr ? client->address_cache_stats() : ramp::AddressCacheStats{};
+  });
+  TupleDesc desc;
+  if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE) {
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                    errmsg("ramp.address_cache() must be called where a record is expected")));
+  }
+  desc = BlessTupleDesc(desc);
+  Datum values[7];
+  bool nulls[7] = {};
+  values[0] = BoolGetDatum(s.shared);
+  values[1] = Int64GetDatum(static_cast<int64>(s.capacity));
+  values[2] = Int64GetDatum(static_cast<int64>(s.lookups));
+  values[3] = Int64GetDatum(static_cast<int64>(s.found));
+  values[4] = Int64GetDatum(static_cast<int64>(s.hits));
+  values[5] = Int64GetDatum(static_cast<int64>(s.fallbacks));
+  values[6] = Int64GetDatum(static_cast<int64>(s.stores));
+  PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }
 
 // The cluster's keyspace catalog (ramp/keyspace_catalog.h), as rampctl keyspaces shows it.

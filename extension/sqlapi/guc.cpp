@@ -21,6 +21,7 @@ int scan_method = 0;
 bool rescan_cache = true;
 double row_fetch_cost = 2.5;
 bool row_locks = true;
+int address_cache_entries = 524288;
 int debug_commit_delay_us = 0;
 bool debug_unchecked_lookups = false;
 bool debug_scan_own_snapshots = false;
@@ -152,6 +153,17 @@ void Define() {
                           "this long after the base rows.",
                           nullptr, &debug_immv_separate_put_ms, 0, 0, 60 * 1000, PGC_SUSET,
                           GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
+  // A PGC_POSTMASTER setting can only be defined while the library is preloaded (loading it
+  // later would fail the backend); without preloading there is no shared cache to size.
+  if (process_shared_preload_libraries_in_progress) {
+    DefineCustomIntVariable(
+        "ramp.address_cache_entries",
+        "Row addresses the backends of this server share for one-sided reads (GET*).",
+        "Needs pg_ramp in shared_preload_libraries; each entry takes 64 bytes of shared memory. "
+        "0, or without preloading: each backend keeps its own cache.",
+        &address_cache_entries, 524288, 0, 64 * 1024 * 1024, PGC_POSTMASTER, 0, nullptr, nullptr,
+        nullptr);
+  }
   MarkGUCPrefixReserved("ramp");
 }
 

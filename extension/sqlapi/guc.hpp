@@ -15,6 +15,7 @@ extern int buckets;             // ramp.buckets: partitions of a new keyspace
 extern int scan_method;         // ramp.scan_method: 0 auto, 1 probe, 2 pages
 extern bool rescan_cache;       // ramp.rescan_cache: rescans replay an earlier pass's rows
 extern double row_fetch_cost;   // ramp.row_fetch_cost: planner cost of a row fetched by TID
+extern int address_cache_entries;  // ramp.address_cache_entries: shared GET* cache size
 extern bool row_locks;          // ramp.row_locks: UPDATE/DELETE/FOR UPDATE take write intents
 // Fault injection for tests (superuser, hidden): the client's debug_commit_delay_us, and
 // ramp_hash lookups without their consistency check (the atomicity test proves with it

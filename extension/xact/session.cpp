@@ -9,6 +9,7 @@
 
 #include "sqlapi/guc.hpp"
 #include "xact/session.hpp"
+#include "xact/shared_addresses.hpp"
 
 #include "boundary/boundary.hpp"
 
@@ -98,6 +99,7 @@ void Session::Open() {
   options.token = ReadTokenFile();
   options.wait_hook = WaitHook;
   options.debug_commit_delay_us = guc::debug_commit_delay_us;
+  options.address_cache = SharedAddressCache();
   std::unique_ptr<ramp::Client> client;
   s = ramp::Client::Open(options, &client);
   if (!s.ok()) {

@@ -8,7 +8,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-pg_start a
+pg_start a --set shared_preload_libraries=pg_ramp
 pgbench_in() {
   runuser -u postgres -- "$(pg_config --bindir)/pgbench" -h "$ITEST_DIR/a/sock" \
     -p "$(cat "$ITEST_DIR/a/port")" -U postgres "$@" itest

@@ -15,7 +15,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-pg_start a --set ramp.debug_commit_delay_us=3000
+pg_start a --set ramp.debug_commit_delay_us=3000 --set shared_preload_libraries=pg_ramp
 pg_start b
 
 ddl="

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ramp/address_cache.h"
 #include "ramp/keys.h"
 #include "ramp/status.h"
 #include "ramp/transport/endpoint.h"
@@ -65,6 +66,9 @@ struct ClientOptions {
   bool debug_trust_one_sided = false;
   // Client id (unique in the cluster; 0 = draw a random one).
   uint64_t client_id = 0;
+  // Where GET* addresses are kept: null = a cache private to this client. Clients of one
+  // host may share one (AttachSharedAddressCache) so that an address one learnt serves all.
+  std::shared_ptr<AddressCache> address_cache;
 };
 
 // One item of a multi-key read.
@@ -384,6 +388,7 @@ class Client {
   uint64_t client_id() const;
   const ClientOptions& options() const;
   ClientStats stats() const;
+  AddressCacheStats address_cache_stats() const;
 
   // Implementation (engine/src/client); public so that internal pieces (scans, page I/O)
   // can reach it without friendship chains.

@@ -52,6 +52,8 @@ Status Client::Open(const ClientOptions& options, std::unique_ptr<Client>* out) 
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  impl->addresses = options.address_cache != nullptr ? options.address_cache
+                                                     : std::shared_ptr(NewLocalAddressCache());
   impl->client_id = options.client_id != 0 ? options.client_id : (transport::RandomU64() | 1);
   impl->memory = transport::Memory::Create();
   RAMP_RETURN_IF_ERROR(impl->doorbells.Init());
@@ -270,6 +272,10 @@ const ClientOptions& Client::options() const {
 }
 ClientStats Client::stats() const {
   return impl_->stats;
+}
+
+AddressCacheStats Client::address_cache_stats() const {
+  return impl_->addresses->Stats();
 }
 
 Status Client::DropKeyspace(KeyspaceId keyspace) {

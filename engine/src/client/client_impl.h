@@ -36,13 +36,6 @@ struct CachedPlacement {
   uint64_t epoch = 0;
 };
 
-// Where GET* finds a key's committed version (paper 000's address cache).
-struct CachedAddress {
-  uint32_t node = 0;
-  uint64_t instance = 0;         // the server's instance: a restart invalidates the address
-  uint64_t placement_epoch = 0;  // of the partition when the address was learnt
-  protocol::Address address;     // address.epoch: the epoch of the record's copy
-};
 
 struct KeyspaceDef {
   uint32_t buckets = kDefaultBuckets;
@@ -67,7 +60,7 @@ struct Client::Impl final : ChannelContext, ClusterView {
   uint32_t default_buckets = kDefaultBuckets;
   std::vector<Node> nodes;
   std::unordered_map<PartitionId, CachedPlacement, PartitionIdHash> placements;
-  std::unordered_map<std::string, CachedAddress> addresses;  // AddressKey(keyspace, key)
+  std::shared_ptr<AddressCache> addresses;  // where GET* finds keys (ramp/address_cache.h)
   std::unordered_map<KeyspaceId, KeyspaceDef> keyspaces;
   std::unordered_map<uint64_t, PendingCall> calls;
   // One-sided (GET*) reads per partition not reported to their owners yet (the servers never

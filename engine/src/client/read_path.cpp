@@ -76,27 +76,32 @@ bool AcceptOneSided(ReadSlot& s, const Timestamp& snapshot, bool trust) {
 // Round 1 for GET*: post one-sided reads for slots whose address is cached.
 Status PostOneSided(Client::Impl& c, std::vector<ReadSlot>& slots, std::vector<size_t>& todo,
                     std::vector<uint32_t>* nodes) {
+  uint64_t found = 0;
   for (size_t i : todo) {
     ReadSlot& s = slots[i];
     s.one_sided = false;
-    auto it = c.addresses.find(AddressKey(s.keyspace, s.key));
-    if (it == c.addresses.end()) continue;
+    OneSidedAddress a;
+    if (!c.addresses->Lookup(s.keyspace, s.key, &a)) continue;
+    found++;
     const uint32_t owner = c.OwnerOf(s.part);
-    const CachedAddress& a = it->second;
+    const uint64_t epoch = c.EpochOf(s.part);
     NodeChannel* ch = nullptr;
     // An address learnt under another placement (the partition moved since) is not used.
-    if (a.node != owner || a.placement_epoch != c.EpochOf(s.part) ||
+    // It is dropped when this client knows a newer placement; an address newer than what
+    // this client knows (learnt by another client sharing the cache) stays for the others.
+    if (a.node != owner || a.placement_epoch != epoch ||
         !c.Connected(owner, ChannelKind::kFast, &ch).ok() || ch->hello().instance != a.instance) {
-      c.addresses.erase(it);
+      if (a.placement_epoch <= epoch) c.addresses->Erase(s.keyspace, s.key, a);
       continue;
     }
-    s.record.resize(a.address.length);
-    s.record_epoch = a.address.epoch;
+    s.address = a;
+    s.record.resize(a.length);
+    s.record_epoch = a.record_epoch;
     s.one_sided = true;
     s.one_sided_done = false;
     ReadSlot* sp = &s;
-    Status st = ch->conn()->PostRead(s.record.data(), ch->hello().arena, a.address.offset,
-                                     a.address.length, [sp](const Status& done) {
+    Status st = ch->conn()->PostRead(s.record.data(), ch->hello().arena, a.offset, a.length,
+                                     [sp](const Status& done) {
                                        sp->one_sided_done = true;
                                        sp->one_sided_status = done;
                                      });
@@ -107,6 +112,7 @@ Status PostOneSided(Client::Impl& c, std::vector<ReadSlot>& slots, std::vector<s
     c.stats.one_sided_reads++;
     if (std::find(nodes->begin(), nodes->end(), owner) == nodes->end()) nodes->push_back(owner);
   }
+  c.addresses->Count(todo.size(), found, 0, 0);
   return Status::OK();
 }
 
@@ -183,8 +189,14 @@ Status GetByRequest(Client::Impl& c, std::vector<ReadSlot>& slots, const std::ve
         case ItemStatus::kNotFound:
           Accept(s, r);
           if (fast && r.status == ItemStatus::kOk && r.address.valid()) {
-            c.addresses[AddressKey(s.keyspace, s.key)] =
-                CachedAddress{sent[n].first, ch->hello().instance, c.EpochOf(s.part), r.address};
+            OneSidedAddress a;
+            a.node = sent[n].first;
+            a.length = r.address.length;
+            a.instance = ch->hello().instance;
+            a.placement_epoch = c.EpochOf(s.part);
+            a.offset = r.address.offset;
+            a.record_epoch = r.address.epoch;
+            c.addresses->Store(s.keyspace, s.key, a);
           }
           break;
         case ItemStatus::kMoved:
@@ -222,10 +234,12 @@ Status RoundOne(Client::Impl& c, std::vector<ReadSlot>& slots, const Timestamp& 
       RAMP_RETURN_IF_ERROR(PostOneSided(c, slots, todo, &nodes));
       if (!nodes.empty()) RAMP_RETURN_IF_ERROR(c.WaitOneSided(nodes));
       std::vector<size_t> rest;
+      uint64_t hits = 0, fallbacks = 0;
       for (size_t i : todo) {
         ReadSlot& s = slots[i];
         if (s.one_sided && s.one_sided_done &&
             AcceptOneSided(s, snapshot, c.options.debug_trust_one_sided)) {
+          hits++;
           c.stats.one_sided_hits++;
           c.one_sided_load[s.part]++;
           c.one_sided_unreported++;
@@ -241,10 +255,12 @@ Status RoundOne(Client::Impl& c, std::vector<ReadSlot>& slots, const Timestamp& 
           // Invalid bit, reused memory, or a failed read: the address is stale (GET+ below
           // returns the current one).
           c.stats.one_sided_fallbacks++;
-          c.addresses.erase(AddressKey(s.keyspace, s.key));
+          fallbacks++;
+          c.addresses->Erase(s.keyspace, s.key, s.address);
         }
         rest.push_back(i);
       }
+      c.addresses->Count(0, 0, hits, fallbacks);
       todo.swap(rest);
       if (todo.empty()) break;
     }

@@ -61,6 +61,7 @@ struct ReadSlot {
   Status one_sided_status;
   std::string record;
   uint32_t record_epoch = 0;  // the epoch the copied record must carry (its address's)
+  OneSidedAddress address;    // where it was copied from (dropped from the cache if stale)
 };
 
 // RAMP-Fast reads and writes (read_path.cpp, write_path.cpp) and the strict 2PL baseline

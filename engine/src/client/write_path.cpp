@@ -15,6 +15,10 @@ using protocol::Op;
 
 // Bounds of one PREPARE message; a transaction larger than that is several messages per node.
 constexpr size_t kMaxItemsPerMessage = 16384;
+// Commits of at most this many writes learn the addresses of what they wrote (a cache
+// shared by a host's clients: as many as it holds, up to this).
+constexpr size_t kMaxAddressedWrites = 4096;
+constexpr size_t kMaxSharedAddressedWrites = 1u << 20;
 constexpr size_t kMaxBytesPerMessage = 8u << 20;
 
 // The metadata of a transaction: its keys when few, its partitions otherwise (record.h).
@@ -66,6 +70,28 @@ void ItemMetadata(const TxnMetadata& m, size_t i, std::string* out) {
   record::EncodeMetadata(md, out);
 }
 
+// The addresses a COMMIT_ADDRESSES reply gives go into the address cache: the next read of
+// these keys (this client's or, with a shared cache, any on this host) is one-sided.
+void LearnAddresses(Client::Impl& c, uint32_t node, const PendingCall& reply) {
+  protocol::CommitAddressesReply r;
+  NodeChannel* ch = nullptr;
+  if (!protocol::Decode(reply.body(), reply.header.count, &r).ok() ||
+      !c.Connected(node, ChannelKind::kFast, &ch).ok()) {
+    return;  // only hints: the reads learn the addresses themselves
+  }
+  for (const auto& item : r.items) {
+    if (!item.address.valid()) continue;
+    OneSidedAddress a;
+    a.node = node;
+    a.length = item.address.length;
+    a.instance = ch->hello().instance;
+    a.placement_epoch = c.EpochOf(item.part);
+    a.offset = item.address.offset;
+    a.record_epoch = item.address.epoch;
+    c.addresses->Store(item.part.keyspace, item.key, a);
+  }
+}
+
 // Sends a decision (COMMIT or ABORT) of ts to every listed server and waits for the answers.
 // release_intents: the write intents of Client::Write's owner go out right behind the
 // COMMITs (on the same connections, so a server applies the commit first), not one more
@@ -106,6 +132,7 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
     for (size_t i = 0; i < ids.size(); i++) {
       PendingCall reply;
       Status st = c.TakeReply(ids[i], &reply);
+      if (st.ok() && op == Op::kCommitAddresses) LearnAddresses(c, nodes[i], reply);
       protocol::PrepareError detail;
       std::string msg;
       const std::vector<PartitionId>& sent = todo[nodes[i]];
@@ -273,7 +300,15 @@ Status RampCommit(Client::Impl& c, std::span<const WriteItem> writes, Timestamp*
           PostIntentRelease(c, c.release_intents_with_commit);
         }
       } else {
-        st = Decide(c, Op::kCommit, ts, parts_by_node, /*release_intents=*/true);
+        // Small transactions ask for the addresses of what they wrote (GET* reads them
+        // next); a bulk load would only flood the cache and the replies.
+        const AddressCacheStats cache = c.addresses->Stats();
+        const size_t most = cache.shared
+                                ? std::min<size_t>(cache.capacity, kMaxSharedAddressedWrites)
+                                : kMaxAddressedWrites;
+        const bool learn = c.options.read_path == ReadPath::kGetStar && writes.size() <= most;
+        st = Decide(c, learn ? Op::kCommitAddresses : Op::kCommit, ts, parts_by_node,
+                    /*release_intents=*/true);
       }
       if (!st.ok()) {
         RAMP_WARN("COMMIT %s not acknowledged everywhere (%s); servers will resolve it",

@@ -96,6 +96,7 @@ const char* OpNameOrNull(Op op) {
     case Op::kIntent: return "INTENT";
     case Op::kIntentRelease: return "INTENT_RELEASE";
     case Op::kWaitsFor: return "WAITS_FOR";
+    case Op::kCommitAddresses: return "COMMIT_ADDRESSES";
     case Op::kScanOpen: return "SCAN_OPEN";
     case Op::kScanNext: return "SCAN_NEXT";
     case Op::kScanClose: return "SCAN_CLOSE";
@@ -388,6 +389,30 @@ Status Decode(std::string_view body, uint32_t count, Decision* out) {
     if (!GetPart(r, &p)) return Truncated("COMMIT/ABORT");
   }
   return r.ExpectEnd("COMMIT/ABORT");
+}
+
+void Encode(const CommitAddressesReply& m, std::string* out) {
+  StringByteWriter w(out);
+  for (const auto& item : m.items) {
+    PutPart(w, item.part);
+    PutView(w, item.key);
+    w.PutU64(item.address.offset);
+    w.PutU32(item.address.length);
+    w.PutU32(item.address.epoch);
+  }
+}
+
+Status Decode(std::string_view body, uint32_t count, CommitAddressesReply* out) {
+  ByteReader r(body);
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), kPartBytes + 4 + 16, "COMMIT reply"));
+  out->items.resize(count);
+  for (auto& item : out->items) {
+    if (!GetPart(r, &item.part) || !GetView(r, &item.key) || !r.GetU64(&item.address.offset) ||
+        !r.GetU32(&item.address.length) || !r.GetU32(&item.address.epoch)) {
+      return Truncated("COMMIT reply");
+    }
+  }
+  return r.ExpectEnd("COMMIT reply");
 }
 
 void Encode(const PrepareError& m, std::string_view message, std::string* out) {

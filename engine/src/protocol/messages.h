@@ -45,6 +45,7 @@ enum class Op : uint16_t {
   kIntent = 15,         // write intents: take (or wait for, or withdraw a wait for) a row lock
   kIntentRelease = 16,  // write intents: release a transaction's intents at its end
   kWaitsFor = 17,       // write intents: whom transactions wait for (deadlock detection)
+  kCommitAddresses = 18,  // COMMIT whose reply gives the committed records' addresses (GET*)
   kScanOpen = 20,
   kScanNext = 21,
   kScanClose = 22,
@@ -204,6 +205,20 @@ struct Decision {
 };
 void Encode(const Decision& m, std::string* out);
 Status Decode(std::string_view body, uint32_t count, Decision* out);
+
+// Reply of COMMIT_ADDRESSES: where each key this COMMIT made current now lives, so that the
+// writer's next read of it (or, through a shared address cache, anyone's on its host) is
+// one-sided instead of a request that learns the new address.
+struct CommittedAddress {
+  PartitionId part;
+  std::string_view key;
+  Address address;
+};
+struct CommitAddressesReply {
+  std::vector<CommittedAddress> items;
+};
+void Encode(const CommitAddressesReply& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, CommitAddressesReply* out);
 
 void Encode(const PrepareError& m, std::string_view message, std::string* out);
 Status Decode(std::string_view body, PrepareError* out, std::string* message);

@@ -75,6 +75,7 @@ Status RequestHandler::HandleNow(Session& session, std::string_view message, std
     case Op::kPrepare:
       return OnPrepare(h, body, reply);
     case Op::kCommit:
+    case Op::kCommitAddresses:
     case Op::kAbort:
       return OnDecision(h, body, reply);
     case Op::kLookup:
@@ -279,8 +280,12 @@ Status RequestHandler::OnDecision(const Header& h, std::string_view body, std::s
       return Status::OK();
     }
   }
-  Status s = h.base_op() == Op::kCommit ? ctx_->store->Commit(decision_.ts, decision_.partitions)
-                                        : ctx_->store->Abort(decision_.ts, decision_.partitions);
+  const bool want_addresses = h.base_op() == Op::kCommitAddresses;
+  committed_.clear();
+  Status s = h.base_op() == Op::kAbort
+                 ? ctx_->store->Abort(decision_.ts, decision_.partitions)
+                 : ctx_->store->Commit(decision_.ts, decision_.partitions,
+                                       want_addresses ? &committed_ : nullptr);
   if (s.Is(Status::Code::kMoved)) {
     for (uint32_t i = 0; i < decision_.partitions.size(); i++) {
       if (!ctx_->directory->Owns(decision_.partitions[i])) {
@@ -293,7 +298,24 @@ Status RequestHandler::OnDecision(const Header& h, std::string_view body, std::s
     ErrorReply(h, s, reply);
     return Status::OK();
   }
-  protocol::EncodeHeader(protocol::ReplyTo(h, Clock()), reply);
+  if (!want_addresses) {
+    protocol::EncodeHeader(protocol::ReplyTo(h, Clock()), reply);
+    return Status::OK();
+  }
+  // Bounded: a bulk load's addresses are hints, not worth a reply the transport chokes on.
+  constexpr size_t kMaxAddressBytes = 4u << 20;
+  protocol::CommitAddressesReply r;
+  r.items.reserve(committed_.size());
+  size_t bytes = 0;
+  for (const store::CommittedRecord& c : committed_) {
+    bytes += c.key.size() + 36;
+    if (bytes > kMaxAddressBytes) break;
+    r.items.push_back(protocol::CommittedAddress{
+        c.part, c.key, {c.address.offset, c.address.length, c.address.epoch}});
+  }
+  protocol::EncodeHeader(protocol::ReplyTo(h, Clock(), static_cast<uint32_t>(r.items.size())),
+                         reply);
+  protocol::Encode(r, reply);
   return Status::OK();
 }
 

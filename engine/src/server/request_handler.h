@@ -87,6 +87,7 @@ class RequestHandler {
   std::vector<store::WriteItem> prepare_items_;  // prepare_ as the store takes it
   std::vector<store::GroupEntry> group_;
   protocol::Decision decision_;
+  std::vector<store::CommittedRecord> committed_;  // COMMIT_ADDRESSES: what the commit made current
   std::string scratch_;
 };
 

@@ -268,7 +268,8 @@ Status Store::Prepare(const Timestamp& ts, std::span<const WriteItem> items, Wri
   return Status::OK();
 }
 
-Status Store::Commit(const Timestamp& ts, std::span<const PartitionId> partitions) {
+Status Store::Commit(const Timestamp& ts, std::span<const PartitionId> partitions,
+                     std::vector<CommittedRecord>* addresses) {
   // Every partition is committed even if one fails: the caller retries the whole COMMIT,
   // which is idempotent.
   RAMP_RETURN_IF_ERROR(impl_->Writable());
@@ -276,7 +277,7 @@ Status Store::Commit(const Timestamp& ts, std::span<const PartitionId> partition
   for (const PartitionId& id : partitions) {
     std::shared_ptr<Partition> p = impl_->Find(id);
     if (p == nullptr) continue;
-    Status s = impl_->WithMemory([&] { return p->Commit(ts); });
+    Status s = impl_->WithMemory([&] { return p->Commit(ts, addresses); });
     if (!s.ok() && first_error.ok()) first_error = s;
   }
   return first_error;

@@ -106,8 +106,10 @@ class Store {
   Status Prepare(const Timestamp& ts, std::span<const WriteItem> items, WriteError* err);
   // COMMIT ts in the given partitions: latestCommit advances where ts is newer, the new
   // committed version gets the valid bit and the one it replaces loses it. Idempotent; a ts
-  // never prepared here is a no-op (OK), a ts aborted here is Internal.
-  Status Commit(const Timestamp& ts, std::span<const PartitionId> partitions);
+  // never prepared here is a no-op (OK), a ts aborted here is Internal. With `addresses`,
+  // each key this commit made current is appended with its record's address (for GET*).
+  Status Commit(const Timestamp& ts, std::span<const PartitionId> partitions,
+                std::vector<CommittedRecord>* addresses = nullptr);
   // ABORT ts: its prepared versions are dropped and ts is fenced (a late PREPARE of it is
   // refused). Committed versions are never aborted (returns Internal if asked to).
   Status Abort(const Timestamp& ts, std::span<const PartitionId> partitions);

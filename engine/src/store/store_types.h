@@ -61,6 +61,13 @@ struct RecordAddress {
   bool valid() const { return length != 0; }
 };
 
+// Where a COMMIT put a key's new current version (Store::Commit's optional output).
+struct CommittedRecord {
+  PartitionId part;
+  std::string key;
+  RecordAddress address;
+};
+
 struct ReadResult {
   ReadStatus status = ReadStatus::kNotFound;
   uint8_t flags = 0;  // record::kRecordTombstone

@@ -93,7 +93,7 @@ Status Partition::Prepare(const Timestamp& ts, std::span<const WriteItem> items,
   return Status::OK();
 }
 
-Status Partition::Commit(const Timestamp& ts) {
+Status Partition::Commit(const Timestamp& ts, std::vector<CommittedRecord>* addresses) {
   std::unique_lock lock(mu_);
   hotness_.Count();
   if (dropped_) return Status::OK();
@@ -109,7 +109,15 @@ Status Partition::Commit(const Timestamp& ts) {
   RAMP_RETURN_IF_ERROR(AppendMark(record::kKindCommitMark, ts, SegmentsOf(*txn, ts)));
   for (const std::string& key : txn->keys) {
     KeySlot* slot = FindKey(KeyHash(key), key);
-    if (slot != nullptr) CommitVersion(slot, ts);
+    if (slot == nullptr) continue;
+    CommitVersion(slot, ts);
+    // Only a version that became the key's current one has a valid address (a newer one
+    // committed first keeps the valid bit).
+    if (addresses != nullptr && slot->current != kNoLoc && CurrentTs(slot) == ts) {
+      const uint8_t* rec = log_.Resolve(slot->current);
+      addresses->push_back(CommittedRecord{
+          id_, key, {log_.arena_offset(rec), record::PeekRecord(rec).total_len, epoch_}});
+    }
   }
   txns_.Decide(ts, TxnState::kCommitted, now());
   return Status::OK();

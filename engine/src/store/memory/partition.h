@@ -51,7 +51,7 @@ class Partition : public std::enable_shared_from_this<Partition> {
   // in the request (for WriteError::item).
   Status Prepare(const Timestamp& ts, std::span<const WriteItem> items, uint32_t index_base,
                  WriteError* err);
-  Status Commit(const Timestamp& ts);
+  Status Commit(const Timestamp& ts, std::vector<CommittedRecord>* addresses = nullptr);
   Status Abort(const Timestamp& ts);
   Status WriteCommitted(std::string_view key, std::string_view value, bool tombstone,
                         const Timestamp& ts, bool grouped);

@@ -1,0 +1,65 @@
+// Where GET* finds a key's committed version (paper 000's address cache), and the caches
+// that hold those addresses: one private to a client, or one in memory that several
+// processes share (the backends of one PostgreSQL server), so that an address one of them
+// learnt serves all of them.
+//
+// An address is only a hint. A reader copies the record it points at and accepts it only if
+// the record is the committed, still-valid version of exactly that key in the partition copy
+// the address names (its epoch); anything else falls back to a request (GET+). So a cache
+// may lose, tear or mix up entries without a wrong read: the worst it can do is cost a
+// round trip.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "ramp/types.h"
+
+namespace ramp {
+
+struct OneSidedAddress {
+  uint32_t node = 0;             // index of the owner in the cluster's node list
+  uint32_t length = 0;           // bytes of the record (0: no address)
+  uint64_t instance = 0;         // the owner's instance: a restart invalidates the address
+  uint64_t placement_epoch = 0;  // of the partition when the address was learnt
+  uint64_t offset = 0;           // in the owner's registered arena
+  uint32_t record_epoch = 0;     // the epoch written in the record's copy
+};
+
+// Counters of a cache's use by reads (summed over every process sharing it).
+struct AddressCacheStats {
+  uint64_t lookups = 0;    // keys looked up by reads that may go one-sided
+  uint64_t found = 0;      // ... that had an entry
+  uint64_t hits = 0;       // one-sided reads that returned the key's version
+  uint64_t fallbacks = 0;  // stale or invalid addresses (the read went by request)
+  uint64_t stores = 0;     // addresses learnt from GET+ replies
+  uint64_t capacity = 0;   // entries it can hold (0: unbounded)
+  bool shared = false;
+};
+
+class AddressCache {
+ public:
+  virtual ~AddressCache() = default;
+  virtual bool Lookup(KeyspaceId keyspace, std::string_view key, OneSidedAddress* out) = 0;
+  virtual void Store(KeyspaceId keyspace, std::string_view key, const OneSidedAddress& a) = 0;
+  // Drops the entry if it still holds `seen` (another process may have stored a newer one).
+  virtual void Erase(KeyspaceId keyspace, std::string_view key, const OneSidedAddress& seen) = 0;
+  virtual void Count(uint64_t lookups, uint64_t found, uint64_t hits, uint64_t fallbacks) = 0;
+  virtual AddressCacheStats Stats() const = 0;
+};
+
+// A cache private to one client (a hash map, unbounded).
+std::unique_ptr<AddressCache> NewLocalAddressCache();
+
+// A cache in memory the caller provides and shares between processes (MAP_SHARED, System V
+// or PostgreSQL shared memory). Fixed size, set-associative; each entry is guarded by a
+// sequence counter, so readers never lock and a torn entry reads as a miss. The memory must
+// be 64-byte aligned and stay mapped while the cache is used; the bytes are computed by
+// SharedAddressCacheBytes. `initialize` is true for exactly one process, before any other
+// attaches.
+size_t SharedAddressCacheBytes(size_t entries);
+std::unique_ptr<AddressCache> AttachSharedAddressCache(void* memory, size_t bytes, bool initialize);
+
+}  // namespace ramp

@@ -1,0 +1,251 @@
+// The GET* address caches: a private hash map, and a fixed-size table in shared memory that
+// several processes read and write without locks (a sequence counter per entry).
+#include "ramp/address_cache.h"
+
+#include <atomic>
+#include <cstring>
+#include <new>
+#include <string>
+#include <unordered_map>
+
+namespace ramp {
+namespace {
+
+std::string LocalKey(KeyspaceId keyspace, std::string_view key) {
+  std::string k(8 + key.size(), '\0');
+  std::memcpy(k.data(), &keyspace, 8);
+  std::memcpy(k.data() + 8, key.data(), key.size());
+  return k;
+}
+
+bool SameAddress(const OneSidedAddress& a, const OneSidedAddress& b) {
+  return a.node == b.node && a.length == b.length && a.instance == b.instance &&
+         a.placement_epoch == b.placement_epoch && a.offset == b.offset &&
+         a.record_epoch == b.record_epoch;
+}
+
+class LocalAddressCache final : public AddressCache {
+ public:
+  bool Lookup(KeyspaceId keyspace, std::string_view key, OneSidedAddress* out) override {
+    auto it = map_.find(LocalKey(keyspace, key));
+    if (it == map_.end()) return false;
+    *out = it->second;
+    return true;
+  }
+  void Store(KeyspaceId keyspace, std::string_view key, const OneSidedAddress& a) override {
+    map_[LocalKey(keyspace, key)] = a;
+    stats_.stores++;
+  }
+  void Erase(KeyspaceId keyspace, std::string_view key, const OneSidedAddress& seen) override {
+    auto it = map_.find(LocalKey(keyspace, key));
+    if (it != map_.end() && SameAddress(it->second, seen)) map_.erase(it);
+  }
+  void Count(uint64_t lookups, uint64_t found, uint64_t hits, uint64_t fallbacks) override {
+    stats_.lookups += lookups;
+    stats_.found += found;
+    stats_.hits += hits;
+    stats_.fallbacks += fallbacks;
+  }
+  AddressCacheStats Stats() const override { return stats_; }
+
+ private:
+  std::unordered_map<std::string, OneSidedAddress> map_;
+  AddressCacheStats stats_;
+};
+
+// ---- shared ------------------------------------------------------------------------------
+// Layout: one header line, then sets of kWays entries of one cache line each. Every field
+// is an atomic word, so that concurrent readers and writers never race in the C++ sense; the
+// sequence counter makes a reader discard an entry a writer changed under it.
+constexpr uint64_t kMagic = 0x72616d7061646331ull;  // "rampadc1"
+constexpr size_t kWays = 4;
+constexpr size_t kLine = 64;
+
+struct alignas(kLine) SharedHeader {
+  uint64_t magic;
+  uint64_t sets;
+  std::atomic<uint64_t> lookups, found, hits, fallbacks, stores;
+};
+
+struct alignas(kLine) SharedEntry {
+  std::atomic<uint64_t> seq;  // odd while a writer changes the entry
+  std::atomic<uint64_t> tag;  // hash of (keyspace, key) | 1; 0 = empty
+  std::atomic<uint64_t> node_length;
+  std::atomic<uint64_t> instance;
+  std::atomic<uint64_t> placement_epoch;
+  std::atomic<uint64_t> offset;
+  std::atomic<uint64_t> record_epoch;
+};
+static_assert(sizeof(SharedHeader) == kLine && sizeof(SharedEntry) == kLine);
+static_assert(std::atomic<uint64_t>::is_always_lock_free,
+              "shared memory needs address-free atomics");
+
+uint64_t HashKey(KeyspaceId keyspace, std::string_view key) {
+  // FNV-1a over the key, seeded with the keyspace, then a 64-bit finalizer (splitmix) so
+  // that both the set (low bits) and the tag (all bits) are well mixed.
+  uint64_t h = 0xcbf29ce484222325ull ^ (keyspace * 0x9e3779b97f4a7c15ull);
+  for (unsigned char ch : key) {
+    h ^= ch;
+    h *= 0x100000001b3ull;
+  }
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 31;
+  return h;
+}
+
+class SharedAddressCache final : public AddressCache {
+ public:
+  SharedAddressCache(SharedHeader* header, SharedEntry* entries)
+      : header_(header), entries_(entries) {}
+
+  bool Lookup(KeyspaceId keyspace, std::string_view key, OneSidedAddress* out) override {
+    const uint64_t h = HashKey(keyspace, key);
+    const uint64_t tag = h | 1;
+    SharedEntry* set = SetOf(h);
+    for (size_t w = 0; w < kWays; w++) {
+      SharedEntry& e = set[w];
+      const uint64_t s1 = e.seq.load(std::memory_order_acquire);
+      if ((s1 & 1) != 0 || e.tag.load(std::memory_order_relaxed) != tag) continue;
+      OneSidedAddress a;
+      const uint64_t nl = e.node_length.load(std::memory_order_relaxed);
+      a.node = static_cast<uint32_t>(nl >> 32);
+      a.length = static_cast<uint32_t>(nl);
+      a.instance = e.instance.load(std::memory_order_relaxed);
+      a.placement_epoch = e.placement_epoch.load(std::memory_order_relaxed);
+      a.offset = e.offset.load(std::memory_order_relaxed);
+      a.record_epoch = static_cast<uint32_t>(e.record_epoch.load(std::memory_order_relaxed));
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (e.seq.load(std::memory_order_relaxed) != s1) continue;  // changed under us
+      *out = a;
+      return true;
+    }
+    return false;
+  }
+
+  void Store(KeyspaceId keyspace, std::string_view key, const OneSidedAddress& a) override {
+    const uint64_t h = HashKey(keyspace, key);
+    const uint64_t tag = h | 1;
+    SharedEntry* set = SetOf(h);
+    // The key's own entry, else an empty one, else a victim chosen by the number of stores
+    // so far (cheap, and spreads evictions over the ways).
+    SharedEntry* target = nullptr;
+    for (size_t w = 0; w < kWays && target == nullptr; w++) {
+      if (set[w].tag.load(std::memory_order_relaxed) == tag) target = &set[w];
+    }
+    for (size_t w = 0; w < kWays && target == nullptr; w++) {
+      if (set[w].tag.load(std::memory_order_relaxed) == 0) target = &set[w];
+    }
+    const uint64_t n = header_->stores.fetch_add(1, std::memory_order_relaxed);
+    if (target == nullptr) target = &set[(n ^ (h >> 32)) % kWays];
+    uint64_t s = 0;
+    if (!BeginWrite(*target, &s)) return;  // another process is writing it: skip, a hint
+    target->tag.store(tag, std::memory_order_relaxed);
+    target->node_length.store((uint64_t{a.node} << 32) | a.length, std::memory_order_relaxed);
+    target->instance.store(a.instance, std::memory_order_relaxed);
+    target->placement_epoch.store(a.placement_epoch, std::memory_order_relaxed);
+    target->offset.store(a.offset, std::memory_order_relaxed);
+    target->record_epoch.store(a.record_epoch, std::memory_order_relaxed);
+    target->seq.store(s + 2, std::memory_order_release);
+  }
+
+  void Erase(KeyspaceId keyspace, std::string_view key, const OneSidedAddress& seen) override {
+    const uint64_t h = HashKey(keyspace, key);
+    const uint64_t tag = h | 1;
+    SharedEntry* set = SetOf(h);
+    for (size_t w = 0; w < kWays; w++) {
+      SharedEntry& e = set[w];
+      if (e.tag.load(std::memory_order_relaxed) != tag) continue;
+      uint64_t s = 0;
+      if (!BeginWrite(e, &s)) return;
+      // Only the address this reader found stale: a newer one stored meanwhile stays.
+      if (e.tag.load(std::memory_order_relaxed) == tag &&
+          e.offset.load(std::memory_order_relaxed) == seen.offset &&
+          e.instance.load(std::memory_order_relaxed) == seen.instance &&
+          e.placement_epoch.load(std::memory_order_relaxed) == seen.placement_epoch) {
+        e.tag.store(0, std::memory_order_relaxed);
+      }
+      e.seq.store(s + 2, std::memory_order_release);
+      return;
+    }
+  }
+
+  void Count(uint64_t lookups, uint64_t found, uint64_t hits, uint64_t fallbacks) override {
+    if (lookups != 0) header_->lookups.fetch_add(lookups, std::memory_order_relaxed);
+    if (found != 0) header_->found.fetch_add(found, std::memory_order_relaxed);
+    if (hits != 0) header_->hits.fetch_add(hits, std::memory_order_relaxed);
+    if (fallbacks != 0) header_->fallbacks.fetch_add(fallbacks, std::memory_order_relaxed);
+  }
+
+  AddressCacheStats Stats() const override {
+    AddressCacheStats s;
+    s.lookups = header_->lookups.load(std::memory_order_relaxed);
+    s.found = header_->found.load(std::memory_order_relaxed);
+    s.hits = header_->hits.load(std::memory_order_relaxed);
+    s.fallbacks = header_->fallbacks.load(std::memory_order_relaxed);
+    s.stores = header_->stores.load(std::memory_order_relaxed);
+    s.capacity = header_->sets * kWays;
+    s.shared = true;
+    return s;
+  }
+
+ private:
+  SharedEntry* SetOf(uint64_t h) const { return entries_ + (h & (header_->sets - 1)) * kWays; }
+
+  // Makes the entry's counter odd (this process now owns it) unless another writer does.
+  static bool BeginWrite(SharedEntry& e, uint64_t* s) {
+    *s = e.seq.load(std::memory_order_relaxed);
+    if ((*s & 1) != 0) return false;
+    if (!e.seq.compare_exchange_strong(*s, *s + 1, std::memory_order_acquire,
+                                       std::memory_order_relaxed)) {
+      return false;
+    }
+    std::atomic_thread_fence(std::memory_order_release);
+    return true;
+  }
+
+  SharedHeader* header_;
+  SharedEntry* entries_;
+};
+
+size_t SetsFor(size_t entries) {
+  size_t sets = 1;
+  while (sets * kWays < entries) sets <<= 1;
+  return sets;
+}
+
+}  // namespace
+
+std::unique_ptr<AddressCache> NewLocalAddressCache() {
+  return std::make_unique<LocalAddressCache>();
+}
+
+size_t SharedAddressCacheBytes(size_t entries) {
+  return sizeof(SharedHeader) + SetsFor(entries) * kWays * sizeof(SharedEntry);
+}
+
+std::unique_ptr<AddressCache> AttachSharedAddressCache(void* memory, size_t bytes,
+                                                       bool initialize) {
+  if (memory == nullptr || reinterpret_cast<uintptr_t>(memory) % kLine != 0 ||
+      bytes < SharedAddressCacheBytes(kWays)) {
+    return nullptr;
+  }
+  auto* header = static_cast<SharedHeader*>(memory);
+  auto* entries = reinterpret_cast<SharedEntry*>(static_cast<char*>(memory) + sizeof(SharedHeader));
+  if (initialize) {
+    // The largest power-of-two number of sets that fits.
+    size_t sets = 1;
+    while (sizeof(SharedHeader) + sets * 2 * kWays * sizeof(SharedEntry) <= bytes) sets <<= 1;
+    std::memset(memory, 0, sizeof(SharedHeader) + sets * kWays * sizeof(SharedEntry));
+    new (header) SharedHeader{kMagic, sets, {0}, {0}, {0}, {0}, {0}};
+    for (size_t i = 0; i < sets * kWays; i++) new (&entries[i]) SharedEntry{};
+  } else if (header->magic != kMagic ||
+             sizeof(SharedHeader) + header->sets * kWays * sizeof(SharedEntry) > bytes) {
+    return nullptr;
+  }
+  return std::make_unique<SharedAddressCache>(header, entries);
+}
+
+}  // namespace ramp
