@@ -3,6 +3,7 @@
 
 #include "catalog/keyspace_catalog.hpp"
 
+#include "fdw/fdw.hpp"
 #include "hashindex/hashindex.hpp"
 #include "rows/access_methods.hpp"
 #include "sqlapi/guc.hpp"
@@ -103,6 +104,7 @@ void _PG_init(void) {
   set_rel_pathlist_hook = pgramp::SetRelPathlist;
   pgramp::tam::InstallTemporaryTableHook();
   pgramp::InstallDropDatabaseHook();
+  pgramp::fdw::InstallXactCallbacks();
   pgramp::InstallSharedAddressCache();
 }
 }

@@ -221,6 +221,16 @@ CREATE FUNCTION ramp.cluster_keyspaces(
     OUT created timestamptz, OUT buckets int)
     RETURNS SETOF record AS 'MODULE_PATHNAME', 'ramp_cluster_keyspaces' LANGUAGE C VOLATILE;
 
+-- Foreign data wrapper over raw key-value keyspaces (extension/fdw/): CREATE SERVER ...
+-- FOREIGN DATA WRAPPER ramp, foreign tables (key, value) OPTIONS (keyspace 'ID' or
+-- 'SCHEMA.NAME'), IMPORT FOREIGN SCHEMA from the cluster's keyspace catalog.
+CREATE FUNCTION ramp.ramp_fdw_handler() RETURNS fdw_handler
+    AS 'MODULE_PATHNAME' LANGUAGE C STRICT;
+CREATE FUNCTION ramp.ramp_fdw_validator(text[], oid) RETURNS void
+    AS 'MODULE_PATHNAME' LANGUAGE C STRICT;
+CREATE FOREIGN DATA WRAPPER ramp HANDLER ramp.ramp_fdw_handler VALIDATOR ramp.ramp_fdw_validator;
+COMMENT ON FOREIGN DATA WRAPPER ramp IS 'raw key-value keyspaces of the ramp cluster, read-atomic';
+
 -- DROP of ramp tables and indexes: the keyspaces are retired at commit.
 CREATE FUNCTION ramp.on_sql_drop() RETURNS event_trigger
     AS 'MODULE_PATHNAME', 'ramp_on_sql_drop' LANGUAGE C;

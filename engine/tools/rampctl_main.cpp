@@ -39,6 +39,20 @@ const char* kUsage = R"(usage: rampctl --node URI [--token-file FILE] COMMAND
                 marks the entry dropped and removes the keyspace's data from every server;
                 a live entry (a table that still exists) needs --force
 
+  Raw key-value keyspaces (read from PostgreSQL through the ramp foreign data wrapper):
+  kv-register ID SCHEMA NAME [--buckets N]
+                registers keyspace ID in the catalog as a raw key-value keyspace (kind k)
+                named SCHEMA.NAME: IMPORT FOREIGN SCHEMA SCHEMA finds it
+  kv-load ID COUNT [--value-bytes B] [--buckets N]
+                writes keys user0 .. user<COUNT-1>, each a value of B bytes (default 1000),
+                100 keys per transaction: what the YCSB benchmark's loader writes
+  kv-put ID KEY VALUE [KEY VALUE ...] [--buckets N]
+                writes the keys in one RAMP transaction
+  kv-get ID KEY... [--buckets N]
+                reads the keys in one read-atomic RAMP read: KEY<tab>VALUE per key found,
+                KEY<tab>(not found) for the others
+  The buckets of a keyspace come from its catalog entry, else --buckets (default 16).
+
   Keyspace ids are decimal, as ramp.keyspaces and ramp.partitions() show them.
 
   --node URI          a server of the cluster (tcp://host:port or shm:///path); repeatable
@@ -47,6 +61,8 @@ const char* kUsage = R"(usage: rampctl --node URI [--token-file FILE] COMMAND
   --force             drop-keyspace: also a live keyspace
   --dry-run           rebalance: show the plan, move nothing
   --threshold-pct N   rebalance: act above N % of the mean load (default 125)
+  --buckets N         kv-*: partitions of the keyspace (default: its catalog entry, else 16)
+  --value-bytes B     kv-load: bytes per value (default 1000)
 )";
 
 int Fail(const ramp::Status& s) {
@@ -233,14 +249,139 @@ int DropKeyspace(ramp::Client* client, const std::string& arg, bool force) {
   return 0;
 }
 
+// ---- raw key-value keyspaces (kv-*) --------------------------------------------------------
+
+// The keyspace of a kv-* command, defined on the client with its buckets: --buckets, else
+// its catalog entry's, else the default.
+ramp::Status KvKeyspace(ramp::Client* client, const ramp::tools::Flags& flags,
+                        const std::string& arg, ramp::KeyspaceId* id) {
+  using namespace ramp;
+  uint64_t v = 0;
+  if (!ParseU64(arg, UINT64_MAX, &v)) {
+    return Status::InvalidArgument("keyspace id '" + arg + "' is not a decimal number");
+  }
+  if (v < kFirstUserKeyspace)
+    return Status::InvalidArgument("keyspace ids below 65536 are reserved");
+  long buckets = 0;
+  Status st = flags.GetInt("buckets", 0, 1, 65536, &buckets);
+  if (!st.ok()) return st;
+  if (buckets == 0) {
+    KeyspaceCatalog catalog(client);
+    KeyspaceEntry e;
+    bool found = false;
+    if (!(st = catalog.Get(v, &e, &found)).ok()) return st;
+    buckets = found ? e.buckets : kDefaultBuckets;
+  }
+  client->DefineKeyspace(v, static_cast<uint32_t>(buckets));
+  *id = v;
+  return Status::OK();
+}
+
+int KvRegister(ramp::Client* client, const ramp::tools::Flags& flags) {
+  using namespace ramp;
+  const auto& args = flags.positional();
+  if (args.size() != 4) {
+    return Fail(Status::InvalidArgument("usage: rampctl kv-register ID SCHEMA NAME [--buckets N]"));
+  }
+  KeyspaceEntry e;
+  if (!ParseU64(args[1], UINT64_MAX, &e.id)) {
+    return Fail(Status::InvalidArgument("keyspace id '" + args[1] + "' is not a decimal number"));
+  }
+  long buckets = 0;
+  Status st = flags.GetInt("buckets", kDefaultBuckets, 1, 65536, &buckets);
+  if (!st.ok()) return Fail(st);
+  e.kind = 'k';
+  e.buckets = static_cast<uint32_t>(buckets);
+  e.schema = args[2];
+  e.relation = args[3];
+  KeyspaceCatalog catalog(client);
+  bool attached = false, taken = false;
+  if (!(st = catalog.Register(&e, &attached, &taken, false)).ok()) return Fail(st);
+  if (taken) {
+    return Fail(Status::InvalidArgument("keyspace " + args[1] + " is already registered"));
+  }
+  std::printf("registered keyspace %s as %s.%s (key-value, %ld buckets)\n", args[1].c_str(),
+              e.schema.c_str(), e.relation.c_str(), buckets);
+  return 0;
+}
+
+int KvLoad(ramp::Client* client, const ramp::tools::Flags& flags) {
+  using namespace ramp;
+  const auto& args = flags.positional();
+  if (args.size() != 3) {
+    return Fail(Status::InvalidArgument("usage: rampctl kv-load ID COUNT [--value-bytes B]"));
+  }
+  KeyspaceId ks = 0;
+  Status st = KvKeyspace(client, flags, args[1], &ks);
+  if (!st.ok()) return Fail(st);
+  uint64_t count = 0;
+  if (!ParseU64(args[2], UINT32_MAX, &count)) {
+    return Fail(Status::InvalidArgument("count '" + args[2] + "' is not a decimal number"));
+  }
+  long value_bytes = 0;
+  if (!(st = flags.GetInt("value-bytes", 1000, 0, 1 << 24, &value_bytes)).ok()) return Fail(st);
+  // As bench/ycsb/ycsb_bench.cpp's Load: keys "user<i>", one value of 'v's, 100 per PUT.
+  const std::string value(static_cast<size_t>(value_bytes), 'v');
+  for (uint64_t i = 0; i < count;) {
+    auto t = client->Begin();
+    for (int j = 0; j < 100 && i < count; j++, i++) {
+      if (!(st = t->Put(ks, "user" + std::to_string(i), value)).ok()) return Fail(st);
+    }
+    if (!(st = t->Commit()).ok()) return Fail(st);
+  }
+  std::printf("loaded %llu keys into keyspace %llu\n", static_cast<unsigned long long>(count),
+              static_cast<unsigned long long>(ks));
+  return 0;
+}
+
+int KvPut(ramp::Client* client, const ramp::tools::Flags& flags) {
+  using namespace ramp;
+  const auto& args = flags.positional();
+  if (args.size() < 4 || args.size() % 2 != 0) {
+    return Fail(Status::InvalidArgument(
+        "usage: rampctl kv-put ID KEY VALUE [KEY VALUE ...] [--buckets N]"));
+  }
+  KeyspaceId ks = 0;
+  Status st = KvKeyspace(client, flags, args[1], &ks);
+  if (!st.ok()) return Fail(st);
+  auto t = client->Begin();
+  for (size_t i = 2; i + 1 < args.size(); i += 2) {
+    if (!(st = t->Put(ks, args[i], args[i + 1])).ok()) return Fail(st);
+  }
+  if (!(st = t->Commit()).ok()) return Fail(st);
+  return 0;
+}
+
+int KvGet(ramp::Client* client, const ramp::tools::Flags& flags) {
+  using namespace ramp;
+  const auto& args = flags.positional();
+  if (args.size() < 3) {
+    return Fail(Status::InvalidArgument("usage: rampctl kv-get ID KEY... [--buckets N]"));
+  }
+  KeyspaceId ks = 0;
+  Status st = KvKeyspace(client, flags, args[1], &ks);
+  if (!st.ok()) return Fail(st);
+  std::vector<ReadItem> items;
+  for (size_t i = 2; i < args.size(); i++) items.push_back(ReadItem{ks, args[i], {}});
+  std::vector<ReadResult> got;
+  auto t = client->Begin();
+  if (!(st = t->GetAll(items, &got)).ok()) return Fail(st);
+  for (size_t i = 0; i < items.size(); i++) {
+    std::printf("%s\t%s\n", args[i + 2].c_str(),
+                got[i].found ? got[i].value.c_str() : "(not found)");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace ramp;
   signal(SIGPIPE, SIG_IGN);
   SetLogLevel(LogLevel::kWarning);
-  tools::Flags flags({"node", "token-file", "timeout-ms", "threshold-pct"},
-                     {"help", "force", "dry-run"});
+  tools::Flags flags(
+      {"node", "token-file", "timeout-ms", "threshold-pct", "buckets", "value-bytes"},
+      {"help", "force", "dry-run"});
   Status st = flags.Parse(argc, argv);
   if (!st.ok()) return Fail(st);
   if (flags.Has("help") || flags.positional().empty()) {
@@ -316,7 +457,11 @@ int main(int argc, char** argv) {
     }
     return DropKeyspace(client.get(), flags.positional()[1], flags.Has("force"));
   }
-  return Fail(Status::InvalidArgument(
-      "unknown command '" + cmd +
-      "' (status, partitions, migrate, rebalance, keyspaces, drop-keyspace)"));
+  if (cmd == "kv-register") return KvRegister(client.get(), flags);
+  if (cmd == "kv-load") return KvLoad(client.get(), flags);
+  if (cmd == "kv-put") return KvPut(client.get(), flags);
+  if (cmd == "kv-get") return KvGet(client.get(), flags);
+  return Fail(Status::InvalidArgument("unknown command '" + cmd +
+                                      "' (status, partitions, migrate, rebalance, keyspaces, "
+                                      "drop-keyspace, kv-register, kv-load, kv-put, kv-get)"));
 }

@@ -20,6 +20,7 @@ namespace pgramp {
 namespace {
 
 std::unique_ptr<XactState> current;
+void (*pre_commit_flush)() = nullptr;
 
 constexpr int kMaxRetire = 1024;
 
@@ -111,6 +112,7 @@ void CommitViewDeltasApart(XactState& x) {
 }
 
 void PreCommit() {
+  if (pre_commit_flush != nullptr) pre_commit_flush();
   XactState* x = XactIfAny();
   if (x == nullptr) return;
   if (x->poisoned) {
@@ -127,6 +129,7 @@ void PreCommit() {
 }
 
 void PrePrepare() {
+  if (pre_commit_flush != nullptr) pre_commit_flush();
   XactState* x = XactIfAny();
   if (x == nullptr) return;
   if (!x->writes.empty() || !x->drop_after_abort.empty()) {
@@ -255,6 +258,10 @@ XactState& Xact() {
 
 XactState* XactIfAny() {
   return current.get();
+}
+
+void SetPreCommitFlush(void (*flush)()) {
+  pre_commit_flush = flush;
 }
 
 void InstallXactCallbacks() {

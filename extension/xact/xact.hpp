@@ -83,4 +83,9 @@ XactState* XactIfAny();
 
 void InstallXactCallbacks();
 
+// Writes buffered outside XactState::writes (the ramp FDW's key writes, fdw/) join it first
+// thing at pre-commit and pre-prepare: one RAMP PUT with the ramp tables' writes. flush may
+// throw (it runs inside the pre-commit boundary).
+void SetPreCommitFlush(void (*flush)());
+
 }  // namespace pgramp
