@@ -997,17 +997,18 @@ Node* DistinctToParams(Node* node, void* arg) {
   return expression_tree_mutator(node, Mutator(DistinctToParams), arg);
 }
 
-char* ParamsToColumns(const char* text) {
+// Deparsed text with the group and aggregate Params ($n above kGroupParamBase and
+// kAggParamBase) replaced by what `replace` appends; other Params stay as they are.
+template <typename Replace>
+char* SubstituteParams(const char* text, Replace replace) {
   StringInfoData s;
   initStringInfo(&s);
   for (const char* p = text; *p != '\0';) {
     if (*p == '$' && isdigit(static_cast<unsigned char>(p[1]))) {
       char* end;
       const long id = strtol(p + 1, &end, 10);
-      if (id > kGroupParamBase) {
-        appendStringInfo(&s, "__ramp_distinct.__dg%ld", id - kGroupParamBase);
-      } else if (id > kAggParamBase) {
-        appendStringInfoString(&s, "count(__ramp_distinct.__dx)");
+      if (id > kAggParamBase) {
+        replace(&s, id);
       } else {
         appendBinaryStringInfo(&s, p, static_cast<int>(end - p));
       }
@@ -1017,6 +1018,16 @@ char* ParamsToColumns(const char* text) {
     }
   }
   return s.data;
+}
+
+char* ParamsToColumns(const char* text) {
+  return SubstituteParams(text, [](StringInfo s, long id) {
+    if (id > kGroupParamBase) {
+      appendStringInfo(s, "__ramp_distinct.__dg%ld", id - kGroupParamBase);
+    } else {
+      appendStringInfoString(s, "count(__ramp_distinct.__dx)");
+    }
+  });
 }
 
 char* RewriteCountDistinct(Query* q) {
@@ -1478,28 +1489,15 @@ char* MergedAggregate(const AggInfo* agg, int j) {
 // Deparses an expression whose only leaves are Params and constants, and replaces the
 // Params by expressions over the log's columns.
 char* ExpressionOverLog(const ViewPlan* plan, Node* expr) {
-  const char* text = deparse_expression(expr, NIL, false, false);
-  StringInfoData s;
-  initStringInfo(&s);
-  for (const char* p = text; *p != '\0';) {
-    if (*p == '$' && isdigit(static_cast<unsigned char>(p[1]))) {
-      char* end;
-      const long id = strtol(p + 1, &end, 10);
-      if (id > kGroupParamBase) {
-        appendStringInfo(&s, "__g%ld", id - kGroupParamBase);
-      } else if (id > kAggParamBase) {
-        const int j = static_cast<int>(id - kAggParamBase);
-        appendStringInfo(&s, "(%s)",
-                         MergedAggregate(static_cast<AggInfo*>(list_nth(plan->aggs, j - 1)), j));
-      } else {
-        appendBinaryStringInfo(&s, p, static_cast<int>(end - p));
-      }
-      p = end;
+  return SubstituteParams(deparse_expression(expr, NIL, false, false), [&](StringInfo s, long id) {
+    if (id > kGroupParamBase) {
+      appendStringInfo(s, "__g%ld", id - kGroupParamBase);
     } else {
-      appendStringInfoChar(&s, *p++);
+      const int j = static_cast<int>(id - kAggParamBase);
+      appendStringInfo(s, "(%s)",
+                       MergedAggregate(static_cast<AggInfo*>(list_nth(plan->aggs, j - 1)), j));
     }
-  }
-  return s.data;
+  });
 }
 
 char* ViewQuery(const ViewPlan* plan, const char* log) {
