@@ -3,6 +3,9 @@
 // COMMIT staggered between servers to open the window) it must report them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <thread>
+
 #include "checker/atomicity_checker.h"
 #include "test_cluster.h"
 
@@ -73,12 +76,35 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus, "getstar"}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
+// Two checkers at once on the same keys (the fault harness runs a short probe beside its
+// workload): their writers must never share a client id, or two transactions may draw the
+// same timestamp, and a server takes the second one's PREPARE for a resend of the first's.
+TEST_F(AtomicityTest, ConcurrentCheckersNeverShareClientIds) {
+  auto o = Options(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc, 0xD000);
+  o.duration_ms = 1000;
+  checker::AtomicityReport a, b;
+  std::thread other([&] { b = checker::RunAtomicityCheck(o); });
+  a = checker::RunAtomicityCheck(o);
+  other.join();
+  for (const auto* r : {&a, &b}) {
+    ASSERT_TRUE(r->error.ok()) << r->Summary();
+    EXPECT_GT(r->commits, 0u) << r->Summary();
+    EXPECT_EQ(r->fractured, 0u) << r->Summary();
+    ASSERT_EQ(r->writer_client_ids.size(), static_cast<size_t>(o.writers));
+  }
+  for (uint64_t id : a.writer_client_ids) {
+    EXPECT_EQ(std::count(b.writer_client_ids.begin(), b.writer_client_ids.end(), id), 0)
+        << "both checkers have a writer with client id " << id;
+  }
+}
+
 // The injected bug: no round 2. The checker must see it.
 TEST_F(AtomicityTest, CheckerCatchesFracturedReadsWithoutRoundTwo) {
   for (auto read : {ReadPath::kGetStar, ReadPath::kRpc}) {
     const Provider p = read == ReadPath::kRpc ? Provider::kTcp : Provider::kShm;
-    auto o = Options(*cluster_, p, read, read == ReadPath::kRpc ? WritePath::kRpc : WritePath::kPutPlus,
-                     0xC000 + static_cast<int>(read));
+    auto o =
+        Options(*cluster_, p, read, read == ReadPath::kRpc ? WritePath::kRpc : WritePath::kPutPlus,
+                0xC000 + static_cast<int>(read));
     o.client.disable_round2 = true;
     o.client.debug_commit_delay_us = 3000;
     o.stop_at_first_fracture = true;

@@ -18,7 +18,8 @@
 namespace ramp::checker {
 
 struct AtomicityCheckOptions {
-  ClientOptions client;  // each thread opens its own Client with these options
+  ClientOptions client;  // each thread opens its own Client with these options (its own
+                         // random client_id: the one given here is not used)
   KeyspaceId keyspace = 0xA70311C17E57ull;
   int writers = 2;
   int readers = 2;
@@ -51,7 +52,10 @@ struct AtomicityReport {
   uint64_t errors_tolerated = 0;
   uint64_t max_wait_us = 0;    // the longest Commit or GetAll call, errors included
   std::string first_fracture;  // what the first fractured read saw
-  Status error;                // the first error not tolerated
+  // The writers' client ids (the client part of their commit timestamps); each run draws
+  // new random ones, so that checkers running at once never share a timestamp.
+  std::vector<uint64_t> writer_client_ids;
+  Status error;  // the first error not tolerated
   std::string Summary() const;
 };
 

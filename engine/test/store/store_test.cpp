@@ -91,6 +91,27 @@ TEST_F(RampStoreTest, PreparingTheSameVersionTwiceIsIdempotent) {
   EXPECT_EQ(store_->stats().prepared_txns, 0u);
 }
 
+// Two transactions that drew the same timestamp (two clients sharing a client id): the second
+// one's PREPARE must not pass for a resend of the first one's, or the key would keep the first
+// one's value while its siblings get the second one's (a fractured read nobody can repair).
+TEST_F(RampStoreTest, PrepareOfAnotherVersionAtAUsedTimestampIsRefused) {
+  const std::string meta = SiblingKeys({"x", "y"});
+  ASSERT_TRUE(Prepare(Ts(10), Part(), "x", "first", meta).ok());
+  Status st = Prepare(Ts(10), Part(), "x", "second", meta);
+  EXPECT_TRUE(st.Is(Status::Code::kInvalidArgument)) << st.ToString();
+  ASSERT_TRUE(Commit(Ts(10)).ok());
+  st = Prepare(Ts(10), Part(), "x", "second", meta);
+  EXPECT_TRUE(st.Is(Status::Code::kInvalidArgument)) << st.ToString();
+  st = Prepare(Ts(10), Part(), "x", "first", SiblingKeys({"x", "z"}));
+  EXPECT_TRUE(st.Is(Status::Code::kInvalidArgument)) << st.ToString();
+  st = Prepare(Ts(10), Part(), "x", {}, meta, kWriteTombstone);
+  EXPECT_TRUE(st.Is(Status::Code::kInvalidArgument)) << st.ToString();
+  // The same version again is still a resend.
+  EXPECT_TRUE(Prepare(Ts(10), Part(), "x", "first", meta).ok());
+  EXPECT_EQ(Get("x").value, "first");
+  EXPECT_EQ(store_->stats().versions, 1u);
+}
+
 TEST_F(RampStoreTest, AbortDropsPreparedVersionsAndRestoresNothingElse) {
   Put(Ts(10), "x", "committed");
   ASSERT_TRUE(Prepare(Ts(20), Part(), "x", "doomed").ok());

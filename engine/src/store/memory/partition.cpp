@@ -70,7 +70,13 @@ Status Partition::Prepare(const Timestamp& ts, std::span<const WriteItem> items,
     RAMP_RETURN_IF_ERROR(CheckLimits(item.key, item.value.size(), item.metadata.size()));
     const uint64_t hash = KeyHash(item.key);
     KeySlot* slot = FindKey(hash, item.key);
-    if (HasVersion(slot, ts)) continue;  // a resent PREPARE
+    if (HasVersion(slot, ts)) {
+      // A resent PREPARE carries the same version. Another one at this timestamp means two
+      // transactions drew the same timestamp (two clients with one client id): acknowledging
+      // it would leave this key with the other transaction's value, a fractured write.
+      RAMP_RETURN_IF_ERROR(CheckSameVersion(slot, ts, item));
+      continue;
+    }
     if (decided == TxnState::kCommitted) {
       return Status::Aborted("transaction " + ts.ToString() + " already committed in " +
                              id_.ToString() + " without this key");
@@ -221,6 +227,20 @@ Version* Partition::FindVersion(KeySlot* slot, const Timestamp& ts) {
 
 bool Partition::HasVersion(KeySlot* slot, const Timestamp& ts) const {
   return slot != nullptr && (CurrentTs(slot) == ts || FindVersion(slot, ts) != nullptr);
+}
+
+Status Partition::CheckSameVersion(KeySlot* slot, const Timestamp& ts, const WriteItem& item) {
+  const Loc loc = CurrentTs(slot) == ts ? slot->current : FindVersion(slot, ts)->loc;
+  const record::RecordView v = View(loc);
+  const bool tombstone = (item.flags & kWriteTombstone) != 0;
+  if (v.tombstone() == tombstone && (tombstone || v.value == item.value) &&
+      v.metadata == item.metadata) {
+    return Status::OK();
+  }
+  return Status::InvalidArgument("timestamp " + ts.ToString() +
+                                 " is already used by another transaction writing this key in " +
+                                 id_.ToString() + " (do two clients share client id " +
+                                 std::to_string(ts.client) + "?)");
 }
 
 Timestamp Partition::CurrentTs(const KeySlot* slot) const {

@@ -134,6 +134,8 @@ class Partition : public std::enable_shared_from_this<Partition> {
     return Status::Moved("partition " + id_.ToString() + " is not served here (migrated)");
   }
   Status CheckConflict(KeySlot* slot, const WriteItem& item) const;
+  // The key has a version at ts: OK when it is the one `item` would write (a resent PREPARE).
+  Status CheckSameVersion(KeySlot* slot, const Timestamp& ts, const WriteItem& item);
   // Appends a version record; it is garbage until AddPrepared refers to it.
   Status AppendVersion(std::string_view key, std::string_view value, std::string_view metadata,
                        uint8_t flags, const Timestamp& ts, Loc* loc);
