@@ -101,15 +101,26 @@ void LearnAddresses(Client::Impl& c, uint32_t node, const PendingCall& reply) {
 // (decisions are idempotent).
 Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
               const std::map<uint32_t, std::vector<PartitionId>>& parts_by_node,
-              bool release_intents = false) {
+              bool release_intents = false, bool per_partition = false) {
   constexpr int kMaxMoves = 64;
   std::map<uint32_t, std::vector<PartitionId>> todo = parts_by_node;
   Status result;
   for (int attempt = 0; !todo.empty(); attempt++) {
-    std::vector<uint64_t> ids;
-    std::vector<uint32_t> nodes;
-    std::string body;
+    // The messages: one per node, or one per partition (a large COMMIT_ADDRESSES, so that
+    // each reply stays under the server's bound on the addresses it returns).
+    std::vector<std::pair<uint32_t, std::vector<PartitionId>>> messages;
     for (const auto& [node, parts] : todo) {
+      if (!per_partition) {
+        messages.emplace_back(node, parts);
+        continue;
+      }
+      for (const PartitionId& p : parts) messages.emplace_back(node, std::vector<PartitionId>{p});
+    }
+    std::vector<uint64_t> ids;
+    std::vector<size_t> sent_messages;  // per id, its index in messages
+    std::string body;
+    for (size_t m = 0; m < messages.size(); m++) {
+      const auto& [node, parts] = messages[m];
       protocol::Decision d{ts, parts};
       body.clear();
       protocol::Encode(d, &body);
@@ -121,7 +132,7 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
         continue;
       }
       ids.push_back(id);
-      nodes.push_back(node);
+      sent_messages.push_back(m);
     }
     if (attempt == 0 && release_intents && c.release_intents_with_commit != 0) {
       PostIntentRelease(c, c.release_intents_with_commit);
@@ -130,19 +141,19 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
     if (!waited.ok()) return waited;
     std::vector<PartitionId> moved;
     for (size_t i = 0; i < ids.size(); i++) {
+      const auto& [node, sent] = messages[sent_messages[i]];
       PendingCall reply;
       Status st = c.TakeReply(ids[i], &reply);
-      if (st.ok() && op == Op::kCommitAddresses) LearnAddresses(c, nodes[i], reply);
+      if (st.ok() && op == Op::kCommitAddresses) LearnAddresses(c, node, reply);
       protocol::PrepareError detail;
       std::string msg;
-      const std::vector<PartitionId>& sent = todo[nodes[i]];
       if (st.Is(Status::Code::kMoved) && attempt + 1 < kMaxMoves &&
           protocol::Decode(reply.body(), &detail, &msg).ok() && detail.item < sent.size()) {
         c.NoteMoved(sent[detail.item], detail.owner, detail.epoch);
         moved.insert(moved.end(), sent.begin(), sent.end());
         continue;
       }
-      if (!st.ok() && result.ok()) result = st.Annotate(c.NodeName(nodes[i]));
+      if (!st.ok() && result.ok()) result = st.Annotate(c.NodeName(node));
     }
     todo.clear();
     if (moved.empty()) break;
@@ -308,7 +319,8 @@ Status RampCommit(Client::Impl& c, std::span<const WriteItem> writes, Timestamp*
                                 : kMaxAddressedWrites;
         const bool learn = c.options.read_path == ReadPath::kGetStar && writes.size() <= most;
         st = Decide(c, learn ? Op::kCommitAddresses : Op::kCommit, ts, parts_by_node,
-                    /*release_intents=*/true);
+                    /*release_intents=*/true,
+                    /*per_partition=*/learn && writes.size() > kMaxAddressedWrites);
       }
       if (!st.ok()) {
         RAMP_WARN("COMMIT %s not acknowledged everywhere (%s); servers will resolve it",
