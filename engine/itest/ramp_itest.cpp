@@ -316,7 +316,11 @@ TEST(ForgottenKeyTest, ReadOfAForgottenKeyAndItsLiveSibling) {
 // A commit learns where its writes now live (COMMIT_ADDRESSES): the writer's next read of
 // them is one-sided, with no request that learns the address first.
 TEST_F(ClusterTest, CommitTeachesTheAddressesOfItsWrites) {
-  auto c = Open(Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus);
+  auto commit_options =
+      cluster_->ClientOptionsFor(Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus);
+  commit_options.learn_commit_addresses = true;
+  std::unique_ptr<Client> c;
+  ASSERT_TRUE(Client::Open(commit_options, &c).ok());
   const KeyspaceId ks = KeyHash("commit-addresses");
   std::vector<std::string> keys;
   auto t = c->Begin();
@@ -405,6 +409,7 @@ TEST_F(ClusterTest, BulkCommitTeachesItsAddressesPartitionByPartition) {
       cluster_->ClientOptionsFor(Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus);
   options.address_cache = AttachSharedAddressCache(aligned, SharedAddressCacheBytes(1 << 20), true);
   ASSERT_NE(options.address_cache, nullptr);
+  options.learn_commit_addresses = true;
   std::unique_ptr<Client> c;
   ASSERT_TRUE(Client::Open(options, &c).ok());
   const KeyspaceId ks = KeyHash("bulk-commit-addresses");

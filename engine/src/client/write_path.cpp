@@ -317,7 +317,8 @@ Status RampCommit(Client::Impl& c, std::span<const WriteItem> writes, Timestamp*
         const size_t most = cache.shared
                                 ? std::min<size_t>(cache.capacity, kMaxSharedAddressedWrites)
                                 : kMaxAddressedWrites;
-        const bool learn = c.options.read_path == ReadPath::kGetStar && writes.size() <= most;
+        const bool learn = c.options.learn_commit_addresses &&
+                           c.options.read_path == ReadPath::kGetStar && writes.size() <= most;
         st = Decide(c, learn ? Op::kCommitAddresses : Op::kCommit, ts, parts_by_node,
                     /*release_intents=*/true,
                     /*per_partition=*/learn && writes.size() > kMaxAddressedWrites);
