@@ -114,6 +114,27 @@ pgbench_on() {
     -p "$(cat "$ITEST_DIR/$name/port")" -U postgres "$@" itest
 }
 
+# tpcb_violation NAME SCALE: the first TPC-B invariant that pgbench's tables (scale SCALE)
+# break on the instance, or nothing: one row per key, the row counts, and sum(abalance) =
+# sum(tbalance) = sum(bbalance) = sum(history.delta) (a half-applied transaction breaks one).
+tpcb_violation() {
+  local name="$1" scale="$2"
+  psql_in "$name" -c "
+    SELECT CASE
+      WHEN (SELECT count(*) FROM pgbench_branches) <> $scale OR
+           (SELECT count(DISTINCT bid) FROM pgbench_branches) <> $scale THEN 'branches: not one row per bid'
+      WHEN (SELECT count(*) FROM pgbench_tellers) <> $((scale * 10)) OR
+           (SELECT count(DISTINCT tid) FROM pgbench_tellers) <> $((scale * 10)) THEN 'tellers: not one row per tid'
+      WHEN (SELECT count(*) FROM pgbench_accounts) <> $((scale * 100000)) THEN 'accounts: row count changed'
+      WHEN (SELECT coalesce(sum(abalance), 0) FROM pgbench_accounts) <>
+           (SELECT coalesce(sum(delta), 0) FROM pgbench_history) THEN 'sum(abalance) <> sum(delta)'
+      WHEN (SELECT sum(tbalance) FROM pgbench_tellers) <>
+           (SELECT coalesce(sum(delta), 0) FROM pgbench_history) THEN 'sum(tbalance) <> sum(delta)'
+      WHEN (SELECT sum(bbalance) FROM pgbench_branches) <>
+           (SELECT coalesce(sum(delta), 0) FROM pgbench_history) THEN 'sum(bbalance) <> sum(delta)'
+      ELSE '' END"
+}
+
 # expect_in FILE REGEX WHAT: the file must contain a line matching REGEX.
 expect_in() {
   grep -Eq "$2" "$1" || { echo "---- $1:" >&2; cat "$1" >&2; fail "$3"; }

@@ -37,19 +37,7 @@ processed="$(awk '/number of transactions actually processed/ { split($6, a, "/"
 [ "$moves" -ge 4 ] || fail "only $moves migrations happened during pgbench"
 unfinished="$(psql_in a -c "SELECT count(*) FROM ramp.migrations WHERE phase <> 'done'")"
 [ "$unfinished" = 0 ] || fail "$unfinished migrations did not finish: $(psql_in a -c "TABLE ramp.migrations")"
-violation="$(psql_in a -c "
-  SELECT CASE
-    WHEN (SELECT count(*) FROM pgbench_branches) <> 1 THEN 'branches: not one row'
-    WHEN (SELECT count(*) FROM pgbench_tellers) <> 10 OR
-         (SELECT count(DISTINCT tid) FROM pgbench_tellers) <> 10 THEN 'tellers: not one row per tid'
-    WHEN (SELECT count(*) FROM pgbench_accounts) <> 100000 THEN 'accounts: row count changed'
-    WHEN (SELECT coalesce(sum(abalance), 0) FROM pgbench_accounts) <>
-         (SELECT coalesce(sum(delta), 0) FROM pgbench_history) THEN 'sum(abalance) <> sum(delta)'
-    WHEN (SELECT sum(tbalance) FROM pgbench_tellers) <>
-         (SELECT coalesce(sum(delta), 0) FROM pgbench_history) THEN 'sum(tbalance) <> sum(delta)'
-    WHEN (SELECT sum(bbalance) FROM pgbench_branches) <>
-         (SELECT coalesce(sum(delta), 0) FROM pgbench_history) THEN 'sum(bbalance) <> sum(delta)'
-    ELSE '' END")"
+violation="$(tpcb_violation a 1)"
 [ -z "$violation" ] || fail "TPC-B invariant broken while partitions moved: $violation"
 history="$(psql_in a -c "SELECT count(*) FROM pgbench_history")"
 [ "$history" = "$processed" ] ||
