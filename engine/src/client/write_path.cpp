@@ -165,6 +165,20 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
   return result;
 }
 
+// Whether a COMMIT of n writes asks for the addresses of what it wrote (GET* reads them
+// next): only with ClientOptions::learn_commit_addresses, and only as many as the cache holds
+// (a bulk load would flood a private cache and the replies). The cache's counters are read
+// only then: they sit on a line every reader of a shared cache writes.
+bool LearnsAddresses(Client::Impl& c, size_t n) {
+  if (!c.options.learn_commit_addresses || c.options.read_path != ReadPath::kGetStar) {
+    return false;
+  }
+  const AddressCacheStats cache = c.addresses->Stats();
+  const size_t most = cache.shared ? std::min<size_t>(cache.capacity, kMaxSharedAddressedWrites)
+                                   : kMaxAddressedWrites;
+  return n <= most;
+}
+
 // Fault injection (ClientOptions::debug_commit_delay_us): COMMIT at the first server, a
 // pause, then at the others, so readers meet the transaction half committed.
 Status DecideStaggered(Client::Impl& c, const Timestamp& ts,
@@ -311,14 +325,7 @@ Status RampCommit(Client::Impl& c, std::span<const WriteItem> writes, Timestamp*
           PostIntentRelease(c, c.release_intents_with_commit);
         }
       } else {
-        // Small transactions ask for the addresses of what they wrote (GET* reads them
-        // next); a bulk load would only flood the cache and the replies.
-        const AddressCacheStats cache = c.addresses->Stats();
-        const size_t most = cache.shared
-                                ? std::min<size_t>(cache.capacity, kMaxSharedAddressedWrites)
-                                : kMaxAddressedWrites;
-        const bool learn = c.options.learn_commit_addresses &&
-                           c.options.read_path == ReadPath::kGetStar && writes.size() <= most;
+        const bool learn = LearnsAddresses(c, writes.size());
         st = Decide(c, learn ? Op::kCommitAddresses : Op::kCommit, ts, parts_by_node,
                     /*release_intents=*/true,
                     /*per_partition=*/learn && writes.size() > kMaxAddressedWrites);
