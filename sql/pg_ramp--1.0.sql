@@ -12,6 +12,8 @@
 -- such changes. kind: 't' table, 'i' ramp_hash index, 'd' relation dropped and keyspace not
 -- yet removed from the cluster (ramp.collect_garbage() retries).
 -- Maintained by the extension only.
+-- The extension's own catalogs are heap tables (USING heap: a server whose
+-- default_table_access_method is ramp must still be able to create the extension).
 CREATE TABLE ramp.keyspaces (
     keyspace      bigint PRIMARY KEY,
     relid         oid NOT NULL,
@@ -21,7 +23,7 @@ CREATE TABLE ramp.keyspaces (
     kind          "char" NOT NULL CHECK (kind IN ('t', 'i', 'd')),
     generation    int NOT NULL,
     CHECK ((kind = 'd') = (relfilenode IS NULL))
-);
+) USING heap;
 CREATE UNIQUE INDEX keyspaces_storage ON ramp.keyspaces (reltablespace, relfilenode);
 REVOKE ALL ON ramp.keyspaces FROM PUBLIC;
 GRANT SELECT ON ramp.keyspaces TO PUBLIC;
@@ -253,7 +255,7 @@ CREATE TABLE ramp.immvs (
     owner       name NOT NULL DEFAULT current_user,
     created     timestamptz NOT NULL DEFAULT now(),
     populated   bool NOT NULL DEFAULT true
-);
+) USING heap;
 -- The SQL that fills, refreshes and maintains each view (made by ramp._immv_compile from the
 -- query; kind 'INSERT', 'DELETE', 'UPDATE', 'TRUNCATE' for base table number base).
 CREATE TABLE ramp.immv_sql (
@@ -262,7 +264,7 @@ CREATE TABLE ramp.immv_sql (
     base int NOT NULL,
     sql  text NOT NULL,
     PRIMARY KEY (immv, kind, base)
-);
+) USING heap;
 -- Anyone may create views; rows name their owner, and the maintenance trigger runs a view's
 -- SQL only as that owner and only if the owner owns the view's log table.
 ALTER TABLE ramp.immvs ENABLE ROW LEVEL SECURITY;
@@ -440,9 +442,13 @@ END
 $$;
 
 -- DROP VIEW of a materialized view drops its log table, triggers and catalog rows; DROP of
--- a base table of a view is refused while the view exists.
+-- a base table of a view is refused while the view exists. SECURITY DEFINER: the trigger
+-- fires for every DROP in the database (ALTER TABLE ... DROP COLUMN included), also of roles
+-- without USAGE on schema ramp, which could otherwise drop nothing at all. Running as the
+-- extension's owner, it drops a log table only when the view's owner owns it (rows of
+-- ramp.immvs are written by their owners).
 CREATE FUNCTION ramp._immv_on_drop() RETURNS event_trigger LANGUAGE plpgsql
-    SET search_path = pg_catalog, pg_temp AS $$
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   dropped text[];
   v ramp.immvs;
@@ -455,7 +461,10 @@ BEGIN
     DELETE FROM ramp.immv_sql WHERE immv = v.name;
     DELETE FROM ramp.immvs WHERE immvs.name = v.name;
     PERFORM ramp._immv_triggers(v.name, false);
-    EXECUTE format('DROP TABLE IF EXISTS %s', v.log_table);
+    IF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = to_regclass(v.log_table)
+                AND pg_has_role(v.owner, c.relowner, 'USAGE')) THEN
+      EXECUTE format('DROP TABLE IF EXISTS %s', v.log_table);
+    END IF;
   END LOOP;
   FOR v IN SELECT * FROM ramp.immvs WHERE base_tables && dropped LOOP
     RAISE EXCEPTION 'cannot drop a base table of materialized view %', v.name

@@ -163,5 +163,45 @@ SELECT ramp.collect_garbage();
 \set VERBOSITY default
 RESET ramp.nodes;
 
+-- Any role can still drop what it owns in a database with pg_ramp, without USAGE on schema
+-- ramp: the views' sql_drop trigger fires for every DROP (a column too).
+GRANT CREATE ON SCHEMA public TO ramp_regress_user;
+SET ROLE ramp_regress_user;
+CREATE TABLE public.user_heap (a int, b int) USING heap;
+ALTER TABLE public.user_heap DROP COLUMN b;
+DROP TABLE public.user_heap;
+CREATE TABLE public.user_ramp (a int, b int) USING ramp;
+ALTER TABLE public.user_ramp DROP COLUMN b;
+DROP TABLE public.user_ramp;
+-- ... and cannot make that trigger drop a table of someone else: a catalog row naming
+-- another owner's table as its log table leaves that table alone.
+CREATE TABLE public.user_view_base (a int) USING heap;
+RESET ROLE;
+GRANT USAGE ON SCHEMA ramp TO ramp_regress_user;
+SET ROLE ramp_regress_user;
+INSERT INTO ramp.immvs (name, query, base_tables, log_table)
+  VALUES ('public.user_view_base', 'SELECT 1', '{}', 'public.superuser_table');
+RESET ROLE;
+REVOKE USAGE ON SCHEMA ramp FROM ramp_regress_user;
+CREATE TABLE public.superuser_table (a int) USING heap;
+SET ROLE ramp_regress_user;
+DROP TABLE public.user_view_base;
+RESET ROLE;
+SELECT to_regclass('public.superuser_table') IS NOT NULL AS superuser_table_kept,
+       (SELECT count(*) FROM ramp.immvs) AS catalog_rows;
+DROP TABLE public.superuser_table;
+REVOKE CREATE ON SCHEMA public FROM ramp_regress_user;
+
 DROP ROLE ramp_regress_user;
+DROP EXTENSION pg_ramp;
+
+-- A server whose default_table_access_method is ramp (set here while the extension exists,
+-- then kept after DROP EXTENSION) can create the extension: its own catalogs are heap.
+CREATE EXTENSION pg_ramp;
+SET default_table_access_method = ramp;
+DROP EXTENSION pg_ramp;
+CREATE EXTENSION pg_ramp;
+SELECT c.relname, a.amname FROM pg_class c JOIN pg_am a ON a.oid = c.relam
+  WHERE c.relnamespace = 'ramp'::regnamespace AND c.relkind = 'r' ORDER BY 1;
+RESET default_table_access_method;
 DROP EXTENSION pg_ramp;
