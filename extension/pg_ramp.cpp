@@ -19,6 +19,7 @@ namespace pgramp {
 namespace {
 
 set_rel_pathlist_hook_type previous_set_rel_pathlist = nullptr;
+get_relation_info_hook_type previous_get_relation_info = nullptr;
 
 bool IsBitmapHeapPath(Path* path) {
   return IsA(path, BitmapHeapPath);
@@ -91,6 +92,24 @@ void SetRelPathlist(PlannerInfo* root, RelOptInfo* rel, Index rti, RangeTblEntry
   }
 }
 
+// Relation-info hook: once the transaction has written to the cluster, a ramp table gets no
+// parallel workers at all. SetRelPathlist covers queries; this covers the other caller of
+// compute_parallel_worker, plan_create_index_workers: a parallel index build (CREATE INDEX
+// after INSERT, or after CREATE MATERIALIZED VIEW, in one transaction) would hand the table
+// to workers that cannot see the leader's buffered writes.
+void GetRelationInfo(PlannerInfo* root, Oid relid, bool inhparent, RelOptInfo* rel) {
+  if (previous_get_relation_info != nullptr) {
+    previous_get_relation_info(root, relid, inhparent, rel);
+  }
+  const XactState* x = XactIfAny();
+  if (x == nullptr || x->writes.empty()) return;
+  Relation relation = RelationIdGetRelation(relid);
+  if (relation == nullptr) return;
+  const bool ramp = IsRampTable(relation);
+  RelationClose(relation);
+  if (ramp) rel->rel_parallel_workers = 0;
+}
+
 }  // namespace
 
 }  // namespace pgramp
@@ -102,7 +121,10 @@ void _PG_init(void) {
   pgramp::InstallXactCallbacks();
   pgramp::previous_set_rel_pathlist = set_rel_pathlist_hook;
   set_rel_pathlist_hook = pgramp::SetRelPathlist;
+  pgramp::previous_get_relation_info = get_relation_info_hook;
+  get_relation_info_hook = pgramp::GetRelationInfo;
   pgramp::tam::InstallTemporaryTableHook();
+  pgramp::tam::InstallScrollCursorHook();
   pgramp::InstallDropDatabaseHook();
   pgramp::fdw::InstallXactCallbacks();
   pgramp::InstallSharedAddressCache();

@@ -27,6 +27,9 @@ extern const TableAmRoutine kRampMethods;
 extern const TableAmRoutine kDispatchMethods;
 // Refuses CREATE TEMP TABLE ... USING ramp (a ProcessUtility hook).
 void InstallTemporaryTableHook();
+// Scrollable cursors over ramp sequential scans get a Material node (an ExecutorStart hook,
+// scroll_cursors.cpp): the scans themselves only run forward.
+void InstallScrollCursorHook();
 
 // ---- row reads with the transaction's own writes overlaid (fetch.cpp) ----
 // StoreRow, and who wrote the version (the transaction or a committed one) for the slot's
