@@ -135,6 +135,8 @@ struct TableScan {
     block.rows.clear();
     block.dead = 0;
     block_pos = 0;
+    kept.clear();
+    kept_pos = -1;
   }
 
   uint64_t Blocks() {
@@ -247,6 +249,47 @@ struct TableScan {
     return true;
   }
 
+  // Scrollable cursors (scroll_cursors.cpp begins their scans with kScanKeepsRows): the rows
+  // handed out so far, copied, and the position among them (-1 before the first, kept.size()
+  // after the last). A page scan's order is its own and a second pass need not repeat it, so
+  // going back replays what went forward.
+  struct KeptRow {
+    uint64_t rowid;
+    std::string value;
+    Writer writer;
+  };
+  bool keep_rows = false;
+  std::vector<KeptRow> kept;
+  int64_t kept_pos = -1;
+
+  // The row at position kept_pos after moving one step; false past either end.
+  bool Step(bool forward) {
+    const auto size = static_cast<int64_t>(kept.size());
+    if (!forward) {
+      if (kept_pos <= 0) {
+        kept_pos = -1;
+        return false;
+      }
+      kept_pos = std::min(kept_pos, size) - 1;
+      return true;
+    }
+    if (kept_pos + 1 < size) {
+      kept_pos++;
+      return true;
+    }
+    uint64_t rowid = 0;
+    std::string_view value;
+    bool stable = false;
+    Writer writer;
+    if (!Next(&rowid, &value, &stable, &writer)) {
+      kept_pos = size;
+      return false;
+    }
+    kept.push_back(KeptRow{rowid, std::string(value), writer});
+    kept_pos = size;
+    return true;
+  }
+
   void LoadBlock(uint32_t blockno, const std::vector<uint64_t>& rowids) {
     block_number = blockno;
     block_pos = 0;
@@ -300,6 +343,7 @@ TableScanDesc ScanBegin(Relation rel, Snapshot snapshot, int nkeys, struct ScanK
     state->rel = rel;
     state->ks = RelationKeyspace(rel);
     state->vis = VisibilityOf(snapshot);
+    state->keep_rows = (flags & kScanKeepsRows) != 0 && pscan == nullptr;
     if (pscan != nullptr) {
       state->parallel = reinterpret_cast<ParallelScan*>(pscan);
       state->nblocks = state->parallel->nblocks;
@@ -337,10 +381,22 @@ void ScanRescan(TableScanDesc scan, struct ScanKeyData* key, bool set_params, bo
 
 bool ScanGetNextSlot(TableScanDesc scan, ScanDirection direction, TupleTableSlot* slot) {
   const bool found = Boundary([&] {
-    if (direction == BackwardScanDirection) {
-      throw SqlError(ERRCODE_FEATURE_NOT_SUPPORTED, "ramp tables cannot be scanned backward");
-    }
     TableScan& s = StateOf(scan);
+    if (s.keep_rows) {
+      if (!s.Step(direction != BackwardScanDirection)) return false;
+      const TableScan::KeptRow& row = s.kept[s.kept_pos];
+      StoreRow(slot, s.rel, row.rowid, row.value);
+      if (row.writer.own) {
+        MarkOwnVersion(slot, row.writer.cid);
+      } else {
+        MarkCommittedVersion(slot, row.writer.ts.time, row.writer.ts.client);
+      }
+      return true;
+    }
+    if (direction == BackwardScanDirection) {
+      throw SqlError(ERRCODE_FEATURE_NOT_SUPPORTED, "ramp tables cannot be scanned backward",
+                     "Only scans of scrollable cursors can go backward.");
+    }
     uint64_t rowid = 0;
     std::string_view value;
     bool stable = false;

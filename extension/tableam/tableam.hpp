@@ -27,8 +27,10 @@ extern const TableAmRoutine kRampMethods;
 extern const TableAmRoutine kDispatchMethods;
 // Refuses CREATE TEMP TABLE ... USING ramp (a ProcessUtility hook).
 void InstallTemporaryTableHook();
-// Scrollable cursors over ramp sequential scans get a Material node (an ExecutorStart hook,
-// scroll_cursors.cpp): the scans themselves only run forward.
+// Scrollable cursors: their ramp sequential scans are begun with kScanKeepsRows (an
+// ExecutorStart hook, scroll_cursors.cpp), which keeps the rows handed out so that the scan
+// can go back over them. Other scans only run forward.
+constexpr uint32 kScanKeepsRows = 1u << 30;  // above PostgreSQL's SO_* flags
 void InstallScrollCursorHook();
 
 // ---- row reads with the transaction's own writes overlaid (fetch.cpp) ----

@@ -69,6 +69,16 @@ END
 $$;
 SELECT count(*), count(DISTINCT a), sum(a) FROM fwd;
 ROLLBACK;
+-- UPDATE/DELETE ... WHERE CURRENT OF a scrollable cursor, after moving back.
+BEGIN;
+DECLARE w SCROLL CURSOR FOR SELECT a, b FROM cur_ramp WHERE a <= 3;
+FETCH 2 FROM w \g /dev/null
+FETCH PRIOR FROM w \g /dev/null
+UPDATE cur_ramp SET b = 'current' WHERE CURRENT OF w;
+FETCH LAST FROM w \g /dev/null
+DELETE FROM cur_ramp WHERE CURRENT OF w;
+SELECT count(*) FILTER (WHERE b = 'current') AS updated, count(*) AS rows FROM cur_ramp;
+ROLLBACK;
 -- NO SCROLL stays forward-only, with PostgreSQL's own error.
 BEGIN;
 DECLARE n NO SCROLL CURSOR FOR SELECT a FROM cur_ramp;
