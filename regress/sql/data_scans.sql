@@ -130,7 +130,7 @@ ROLLBACK;
 SELECT count(*) FROM scan_ramp WHERE k = 500;
 RESET enable_seqscan;
 
--- Cursors: forward fetches; backward fetches are refused (ramp scans run forward only).
+-- Cursors: forward fetches, and backward ones (more in data_cursors.sql).
 BEGIN;
 DECLARE c CURSOR FOR SELECT id FROM scan_ramp WHERE k = 5 ORDER BY id;
 FETCH 3 FROM c;
