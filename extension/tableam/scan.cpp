@@ -630,9 +630,12 @@ bool ScanSampleNextTuple(TableScanDesc scan, struct SampleScanState* scanstate,
   }
 }
 
+// As heap's: a TID of a block below the table's end (here: below the row-id high-water mark,
+// which covers the transaction's own inserts); currtid2() and TID scans check with it.
 bool TupleTidValid(TableScanDesc scan, ItemPointer tid) {
   uint64_t rowid = 0;
-  return RowIdOfTid(tid, &rowid);
+  if (!RowIdOfTid(tid, &rowid)) return false;
+  return Boundary([&] { return rowid / kRowsPerBlock < StateOf(scan).Blocks(); });
 }
 
 void TupleGetLatestTid(TableScanDesc scan, ItemPointer tid) {

@@ -111,6 +111,14 @@ COMMIT;
 RESET default_table_access_method;
 SELECT a.amname FROM pg_class c JOIN pg_am a ON a.oid = c.relam WHERE c.relname = 'cur_mv';
 
+-- currtid2() of a TID past the table's end is an error, as on heap.
+CREATE TABLE cur_tid (a int) USING ramp;
+SELECT currtid2('cur_tid'::text, '(0,1)'::tid);
+INSERT INTO cur_tid VALUES (1);
+SELECT currtid2('cur_tid'::text, ctid) = ctid AS own_tid_valid FROM cur_tid;
+SELECT currtid2('cur_tid'::text, '(100000,1)'::tid);
+DROP TABLE cur_tid;
+
 DROP MATERIALIZED VIEW cur_mv;
 DROP VIEW cur_sorted_ramp, cur_sorted_heap;
 DROP FUNCTION cursor_walk(regclass);
