@@ -55,15 +55,15 @@ Status Membership::Reload(const ClusterConfig& next, Directory* directory) {
     RAMP_INFO("cluster file re-read: unchanged (%zu nodes)", now->nodes.size());
     return Status::OK();
   }
+  Status st = CheckReload(*now, next, [directory](uint32_t node, std::string* what) {
+    return directory != nullptr && directory->Names(node, what);
+  });
+  if (!st.ok()) return st;
   if (self_ >= next.nodes.size()) {
     return Status::InvalidArgument(
         "the new cluster file lists " + std::to_string(next.nodes.size()) +
         " nodes, so it no longer names this server (node " + std::to_string(self_) + ")");
   }
-  Status st = CheckReload(*now, next, [directory](uint32_t node, std::string* what) {
-    return directory != nullptr && directory->Names(node, what);
-  });
-  if (!st.ok()) return st;
   for (size_t i = 0; i < next.nodes.size(); i++) {
     if (i >= now->nodes.size()) {
       RAMP_INFO(
