@@ -104,6 +104,10 @@ protocol::ProbeResult Membership::Probe(uint32_t target, int timeout_ms) const {
   context.options.timeout_ms = timeout_ms;
   context.options.connect_timeout_ms = timeout_ms;
   context.options.ring_bytes = 64u << 10;
+  // A stopping server does not wait for a peer that does not answer.
+  context.options.wait_hook = [this] {
+    return stop_.load() ? Status::Cancelled("the server is stopping") : Status::OK();
+  };
   context.memory = transport::Memory::Create();
   context.client_id = transport::RandomU64() | 1;
   DoorbellSet doorbells;
@@ -198,6 +202,9 @@ void Membership::SelfCheck(int give_up_after_ms) {
       o.timeout_ms = 3 * kProbeTimeoutMs;
       o.connect_timeout_ms = kProbeTimeoutMs;
       o.ring_bytes = 64u << 10;
+      o.wait_hook = [this] {
+        return stop_.load() ? Status::Cancelled("the server is stopping") : Status::OK();
+      };
       std::unique_ptr<Client> client;
       std::vector<NodeProbe> seen;
       Status st = Client::Open(o, &client);
