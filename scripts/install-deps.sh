@@ -13,6 +13,7 @@ packages=(
   gnuplot-nox
   clang libclang-rt-14-dev
   python3
+  tcpdump
 )
 
 missing=()

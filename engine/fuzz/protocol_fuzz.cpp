@@ -183,6 +183,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)Decode(body, count, &infos);
       LoadReport lr;
       (void)Decode(body, count, &lr);
+      ProbeRequest pr;
+      (void)Decode(body, count, &pr);
+      std::vector<ProbeResult> probes;
+      if (Decode(body, count, &probes).ok()) {
+        std::string again_bytes;
+        Encode(probes, &again_bytes);
+        std::vector<ProbeResult> again;
+        if (!Decode(again_bytes, count, &again).ok() || again.size() != probes.size() ||
+            (!again.empty() && again[0].error != probes[0].error)) {
+          __builtin_trap();
+        }
+      }
       MigrateCtlReply r;
       if (Decode(body, &r).ok()) {
         Encode(r, &out);

@@ -62,6 +62,7 @@ Status TestCluster::Start(const TestClusterOptions& options, std::unique_ptr<Tes
   c->token_file_ = c->dir_ + "/token";
   RAMP_RETURN_IF_ERROR(WriteFile(c->token_file_, options.token + "\n"));
   std::string cluster = "# written by TestCluster\n";
+  cluster += "homes " + std::to_string(options.nodes) + "\n";
   for (int i = 0; i < options.nodes; i++) {
     NodeProc n;
     uint16_t port = 0;
@@ -82,6 +83,64 @@ Status TestCluster::Start(const TestClusterOptions& options, std::unique_ptr<Tes
   for (int i = 0; i < options.nodes; i++) RAMP_RETURN_IF_ERROR(c->WaitReady(i, 15000));
   *out = std::move(c);
   return Status::OK();
+}
+
+std::string TestCluster::ClusterFileText() const {
+  std::string text = "# written by TestCluster\nhomes " + std::to_string(options_.nodes) + "\n";
+  for (const NodeProc& n : nodes_) {
+    text += "node " + (n.advertised.empty() ? n.tcp.ToString() : n.advertised) +
+            (options_.shm ? " " + n.shm.ToString() : "") + "\n";
+  }
+  return text;
+}
+
+Status TestCluster::ApplyClusterFile(const std::string& text) {
+  std::vector<size_t> before;
+  for (size_t i = 0; i < nodes_.size(); i++) before.push_back(ReadLog(static_cast<int>(i)).size());
+  // Atomically: rampd also re-reads the file when it sees it change.
+  RAMP_RETURN_IF_ERROR(WriteFile(cluster_file_ + ".new", text));
+  if (rename((cluster_file_ + ".new").c_str(), cluster_file_.c_str()) != 0) {
+    return Status::FromErrno("rename " + cluster_file_, errno);
+  }
+  for (size_t i = 0; i < nodes_.size(); i++) {
+    if (nodes_[i].pid > 0) kill(nodes_[i].pid, SIGHUP);
+  }
+  // Each running node logs "cluster file ... applied (SIGHUP)" or "... not applied (SIGHUP)".
+  for (size_t i = 0; i < nodes_.size(); i++) {
+    if (nodes_[i].pid <= 0) continue;
+    for (int waited = 0;; waited += 20) {
+      const std::string log = ReadLog(static_cast<int>(i));
+      if (log.size() > before[i] && log.find("(SIGHUP)", before[i]) != std::string::npos) break;
+      if (waited > 10000) {
+        return Status::Timeout("node " + std::to_string(i) + " did not read the cluster file");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  return Status::OK();
+}
+
+Status TestCluster::AddNode(uint16_t advertise_port) {
+  NodeProc n;
+  uint16_t port = 0;
+  RAMP_RETURN_IF_ERROR(FreePort(&port));
+  const int i = static_cast<int>(nodes_.size());
+  n.tcp.provider = transport::Provider::kTcp;
+  n.tcp.host = "127.0.0.1";
+  n.tcp.port = port;
+  n.shm.provider = transport::Provider::kShm;
+  n.shm.path = dir_ + "/node" + std::to_string(i) + ".sock";
+  if (options_.data) n.data_dir = dir_ + "/data" + std::to_string(i);
+  if (options_.page_files) n.page_dir = dir_ + "/pages" + std::to_string(i);
+  if (advertise_port != 0) {
+    transport::Endpoint adv = n.tcp;
+    adv.port = advertise_port;
+    n.advertised = adv.ToString();
+  }
+  nodes_.push_back(n);
+  RAMP_RETURN_IF_ERROR(ApplyClusterFile(ClusterFileText()));
+  RAMP_RETURN_IF_ERROR(Launch(i));
+  return WaitReady(i, 15000);
 }
 
 std::string TestCluster::log_path(int node) const {

@@ -52,6 +52,16 @@ class TestCluster {
   bool Exited(int node);
   // Arguments added to a node's command line from its next (re)start on.
   void SetNodeArgs(int node, std::vector<std::string> args) { nodes_[node].args = std::move(args); }
+  const std::string& cluster_file() const { return cluster_file_; }
+  // Membership: the cluster file of the nodes so far ("homes" = the nodes started with).
+  std::string ClusterFileText() const;
+  // Writes the cluster file and sends SIGHUP to every running node; waits until each logged
+  // that it applied or refused it.
+  Status ApplyClusterFile(const std::string& text);
+  // Adds a node at the end of the cluster file ("homes" keeps the homes of the first
+  // nodes), tells the running nodes (SIGHUP) and starts it. advertise_port: the port the
+  // file lists for it (0: the one it listens on; another: an address nobody listens on).
+  Status AddNode(uint16_t advertise_port = 0);
   pid_t pid(int node) const { return nodes_[node].pid; }
 
  private:
@@ -63,6 +73,7 @@ class TestCluster {
     pid_t pid = -1;
     int restarts = 0;
     std::vector<std::string> args;  // SetNodeArgs
+    std::string advertised;         // what the cluster file lists (empty: tcp)
   };
   TestCluster() = default;
   Status Launch(int node);

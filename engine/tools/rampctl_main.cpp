@@ -21,9 +21,14 @@ namespace {
 
 const char* kUsage = R"(usage: rampctl --node URI [--token-file FILE] COMMAND
 
-  status        every server: reachable, partitions, keys, bytes, requests served,
-                transactions prepared and not yet decided there; then
-                the partition migrations in flight (and recently finished)
+  status [--no-probe]
+                every server: reachable, partitions, keys, bytes, requests served,
+                transactions prepared and not yet decided there, the address it
+                advertises (its line of its cluster file); whether all run the same
+                cluster file; the reachability matrix (each server connects to every
+                node's advertised address now: time, or FAILED with a sentence naming
+                both ends); then the partition migrations in flight (and recently
+                finished). Exit status 1 when a server is down or a probe failed
   partitions    every partition: owner, home, epoch, migrating, keys, bytes, ops/s
   migrate KEYSPACE BUCKET NODE
                 moves a partition to a node while it stays readable and writable (writes
@@ -381,7 +386,7 @@ int main(int argc, char** argv) {
   SetLogLevel(LogLevel::kWarning);
   tools::Flags flags(
       {"node", "token-file", "timeout-ms", "threshold-pct", "buckets", "value-bytes"},
-      {"help", "force", "dry-run"});
+      {"help", "force", "dry-run", "no-probe"});
   Status st = flags.Parse(argc, argv);
   if (!st.ok()) return Fail(st);
   if (flags.Has("help") || flags.positional().empty()) {
@@ -415,20 +420,74 @@ int main(int argc, char** argv) {
     st = client->ClusterStatus(&servers);
     if (!st.ok()) return Fail(st);
     std::printf("%-4s %-10s %-11s %-12s %-12s %-12s %-9s %s\n", "node", "state", "partitions",
-                "keys", "bytes", "requests", "prepared", "endpoints");
+                "keys", "bytes", "requests", "prepared", "advertises");
     int down = 0;
     for (const auto& s : servers) {
       if (!s.reachable) down++;
+      // What the server says it advertises (its line of its own cluster file); the
+      // client's list when it cannot be asked.
+      const std::string& adv = s.advertised.empty() ? s.endpoints : s.advertised;
       std::printf("%-4u %-10s %-11llu %-12llu %-12s %-12llu %-9llu %s%s%s\n", s.node,
                   s.reachable ? "up" : "DOWN", static_cast<unsigned long long>(s.partitions),
                   static_cast<unsigned long long>(s.keys), Bytes(s.bytes).c_str(),
                   static_cast<unsigned long long>(s.ops),
-                  static_cast<unsigned long long>(s.prepared_txns), s.endpoints.c_str(),
+                  static_cast<unsigned long long>(s.prepared_txns), adv.c_str(),
                   s.reachable ? "" : "  ", s.error.c_str());
+    }
+    int trouble = down;
+    // Every server should run the same cluster file.
+    std::map<uint64_t, std::vector<uint32_t>> files;
+    for (const auto& s : servers) {
+      if (s.reachable && s.config_digest != 0) files[s.config_digest].push_back(s.node);
+    }
+    if (files.size() > 1) {
+      trouble++;
+      std::printf("\nthe servers run different cluster files:\n");
+      for (const auto& s : servers) {
+        if (!s.reachable || s.config_digest == 0) continue;
+        std::printf("  node %u: %u nodes, digest %016llx\n", s.node, s.config_nodes,
+                    static_cast<unsigned long long>(s.config_digest));
+      }
+    }
+    if (!flags.Has("no-probe")) {
+      // The reachability matrix: every server connects to every node as its own file
+      // lists it (token handshake and HELLO) and says how long it took.
+      std::vector<std::string> errors;
+      std::vector<std::vector<std::string>> cells(servers.size());
+      for (const auto& s : servers) {
+        cells[s.node].assign(servers.size(), "-");
+        if (!s.reachable) continue;
+        std::vector<NodeProbe> seen;
+        Status ps = client->Probe(s.node, {}, &seen);
+        if (!ps.ok()) {
+          errors.push_back("node " + std::to_string(s.node) + " could not probe: " + ps.ToString());
+          continue;
+        }
+        for (const auto& p : seen) {
+          if (p.to >= cells[s.node].size()) cells[s.node].resize(p.to + 1, "-");
+          char buf[32];
+          std::snprintf(buf, sizeof(buf), "%.1fms", p.latency_us / 1000.0);
+          cells[s.node][p.to] = p.ok ? buf : "FAILED";
+          if (!p.ok) errors.push_back(p.error);
+        }
+      }
+      std::printf(
+          "\nreachability (row: the server that connects, column: the node it reaches; "
+          "connect, token handshake and HELLO):\n%-9s",
+          "from\\to");
+      for (size_t n = 0; n < servers.size(); n++) std::printf(" %-9zu", n);
+      std::printf("\n");
+      for (size_t r = 0; r < servers.size(); r++) {
+        std::printf("%-9zu", r);
+        for (const std::string& c : cells[r]) std::printf(" %-9s", c.c_str());
+        std::printf("\n");
+      }
+      for (const std::string& e : errors) std::printf("  %s\n", e.c_str());
+      trouble += static_cast<int>(errors.size());
     }
     std::vector<MigrationStatus> moves;
     if (down == 0 && client->Migrations(&moves).ok() && !moves.empty()) PrintMigrations(moves);
-    return down == 0 ? 0 : 1;
+    return trouble == 0 ? 0 : 1;
   }
   if (cmd == "migrate") return Migrate(client.get(), flags.positional());
   if (cmd == "rebalance") {

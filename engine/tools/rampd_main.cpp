@@ -27,7 +27,10 @@ Serves pg_ramp partitions: RAMP-Fast transactions, one-sided reads, page I/O.
   --listen URI        endpoint to listen on (repeatable): tcp://host:port, shm:///path,
                       verbs://host:port. Default tcp://127.0.0.1:7400 (loopback only).
   --cluster FILE      cluster file: one "node <endpoints>" line per server, in node order
-                      (default: a cluster of this server alone)
+                      (default: a cluster of this server alone); read again on SIGHUP and
+                      when it changes: nodes added at its end join the running cluster
+                      (keep "homes N" in it), other changes are applied or refused as
+                      README "Servers on several hosts" says
   --node N            this server's index in the cluster file (default: found by endpoint)
   --token-file FILE   the cluster token; peers must prove they know it. Required unless
                       every listen endpoint is on loopback or a unix socket.
@@ -293,9 +296,45 @@ int main(int argc, char** argv) {
   SetLogTag("rampd/" + std::to_string(server->node()));
   // Tests and scripts wait for this line to know the server is up.
   RAMP_INFO("ready");
+  // The cluster file is read again on SIGHUP and when it changes (looked at every second):
+  // nodes added at its end join without restarting anyone (Server::ReloadCluster).
+  const std::string cluster_file = flags.Get("cluster");
+  auto file_stamp = [&cluster_file] {
+    struct stat sb {};
+    if (cluster_file.empty() || stat(cluster_file.c_str(), &sb) != 0) return std::string();
+    return std::to_string(sb.st_ino) + ":" + std::to_string(sb.st_size) + ":" +
+           std::to_string(sb.st_mtim.tv_sec) + "." + std::to_string(sb.st_mtim.tv_nsec);
+  };
+  std::string stamp = file_stamp();
+  auto reload = [&](const char* why) {
+    stamp = file_stamp();
+    server::ClusterConfig next;
+    Status rs = server::ClusterConfig::Load(cluster_file, &next);
+    if (rs.ok()) rs = server->ReloadCluster(next);
+    if (rs.ok()) {
+      RAMP_INFO("cluster file %s applied (%s)", cluster_file.c_str(), why);
+    } else {
+      RAMP_ERROR("cluster file %s not applied (%s), keeping the one in use: %s",
+                 cluster_file.c_str(), why, rs.ToString().c_str());
+    }
+  };
   int sig = 0;
-  while (sigwait(&signals, &sig) == 0) {
-    if (sig == SIGHUP) continue;
+  for (;;) {
+    timespec second{1, 0};
+    sig = sigtimedwait(&signals, nullptr, &second);
+    if (sig < 0) {
+      if (errno != EAGAIN && errno != EINTR) break;
+      if (!cluster_file.empty() && file_stamp() != stamp) reload("the file changed");
+      continue;
+    }
+    if (sig == SIGHUP) {
+      if (cluster_file.empty()) {
+        RAMP_INFO("SIGHUP: no --cluster file to read again");
+      } else {
+        reload("SIGHUP");
+      }
+      continue;
+    }
     break;
   }
   RAMP_INFO("%s received, shutting down", strsignal(sig));

@@ -257,6 +257,22 @@ struct ServerStatus {
   uint64_t ops = 0;  // requests served since start
   uint64_t uptime_ms = 0;
   uint64_t prepared_txns = 0;  // prepared and not decided yet (in doubt or in flight)
+  // The cluster file as the server runs it: its own entry (what it advertises), the nodes
+  // it lists and a digest of it (servers running different files differ here).
+  std::string advertised;
+  uint32_t config_nodes = 0;
+  uint64_t config_digest = 0;
+};
+
+// How one server reached one node just now (Client::Probe): a fresh connection to the
+// node's endpoint as the server's cluster file lists it, token handshake and HELLO.
+struct NodeProbe {
+  uint32_t from = 0;  // the server that probed
+  uint32_t to = 0;    // the node it probed
+  bool ok = false;
+  uint64_t latency_us = 0;  // connect, handshake and HELLO
+  std::string endpoint;     // what it connected to
+  std::string error;        // names both ends ("node 2 advertises ... but node 0 ...")
 };
 
 // What ramp.partitions() shows for one partition.
@@ -375,6 +391,9 @@ class Client {
   Status DropKeyspace(KeyspaceId keyspace);
 
   Status ClusterStatus(std::vector<ServerStatus>* out);
+  // Asks node `from` to connect to each listed node (none: every node it knows) now and
+  // say how it went. rampctl status asks every server: the reachability matrix.
+  Status Probe(uint32_t from, const std::vector<uint32_t>& targets, std::vector<NodeProbe>* out);
   Status Partitions(std::vector<PartitionStatus>* out);
 
   // Moves a partition to a node (DESIGN §7): asks the partition's home, which checks the

@@ -107,7 +107,7 @@ Status Client::Impl::Bootstrap() {
     }
     // The cluster as the seed knows it.
     const protocol::HelloReply& hr = ch.hello();
-    std::vector<Node> cluster(hr.node_count);
+    std::deque<Node> cluster(hr.node_count);
     for (uint32_t i = 0; i < hr.node_count; i++) {
       cluster[i].index = i;
       cluster[i].endpoints = hr.nodes[i];
@@ -117,6 +117,7 @@ Status Client::Impl::Bootstrap() {
       SetChannels(&cluster[i], eps, options.provider);
     }
     default_buckets = hr.default_buckets;
+    homes = hr.homes;
     // Keep the seed's connection as node hr.node's channel of the seed's kind.
     NodeChannel& mine = cluster[hr.node].channels[static_cast<int>(kind)];
     mine = std::move(ch);
@@ -134,6 +135,54 @@ Status Client::Impl::Bootstrap() {
   return Status::Unavailable("cannot reach any ramp server (" + errors + ")");
 }
 
+Status Client::Impl::LearnNodes(uint32_t node) {
+  if (node < nodes.size()) return Status::OK();
+  const auto now = std::chrono::steady_clock::now();
+  const auto unknown = [&] {
+    return Status::Unavailable("node " + std::to_string(node) + " is not in the cluster (" +
+                               std::to_string(nodes.size()) + " nodes known)");
+  };
+  if (now - nodes_learned < std::chrono::milliseconds(kLearnNodesEveryMs)) return unknown();
+  nodes_learned = now;
+  // A fresh connection to a known server (its HELLO reply lists the nodes as that server's
+  // cluster file does now), then to the seeds.
+  std::vector<transport::Endpoint> ask;
+  for (const Node& n : nodes) {
+    if (n.channels[0].has_endpoint()) ask.push_back(n.channels[0].endpoint());
+  }
+  ask.insert(ask.end(), options.seeds.begin(), options.seeds.end());
+  Status last = unknown();
+  for (const transport::Endpoint& ep : ask) {
+    NodeChannel ch;
+    ch.Setup(this, &doorbells, NodeChannel::kAnyNode, "the server at " + ep.ToString());
+    ch.SetEndpoint(ep);
+    Status st = ch.Open();
+    if (!st.ok()) {
+      if (st.Is(Status::Code::kCancelled)) return st;
+      last = st;
+      continue;
+    }
+    const protocol::HelloReply& hr = ch.hello();
+    if (hr.homes != homes) {
+      return Status::Unavailable("the cluster's home nodes changed from " + std::to_string(homes) +
+                                 " to " + std::to_string(hr.homes) + " (" + ep.ToString() +
+                                 "): reconnect");
+    }
+    for (uint32_t i = static_cast<uint32_t>(nodes.size()); i < hr.node_count; i++) {
+      std::vector<transport::Endpoint> eps;
+      Status ps = transport::ParseEndpointList(hr.nodes[i], &eps);
+      if (!ps.ok()) return ps.Annotate("cluster node list from " + ep.ToString());
+      Node& added = nodes.emplace_back();
+      added.index = i;
+      added.endpoints = hr.nodes[i];
+      SetChannels(&added, eps, options.provider);
+      for (NodeChannel& c : added.channels) c.Setup(this, &doorbells, i, NodeName(i));
+    }
+    return node < nodes.size() ? Status::OK() : unknown();
+  }
+  return last;
+}
+
 // ---- routing -----------------------------------------------------------------------------
 
 uint32_t Client::Impl::BucketOf(KeyspaceId keyspace, std::string_view key) const {
@@ -148,12 +197,13 @@ uint32_t Client::Impl::BucketOf(KeyspaceId keyspace, std::string_view key) const
 
 uint32_t Client::Impl::OwnerOf(const PartitionId& p) const {
   auto it = placements.find(p);
-  return it != placements.end() ? it->second.owner : HomeOf(p, static_cast<uint32_t>(nodes.size()));
+  return it != placements.end() ? it->second.owner : HomeOf(p, homes);
 }
 
 void Client::Impl::NoteMoved(const PartitionId& p, uint32_t owner, uint64_t epoch) {
   stats.moved_replies++;
   auto it = placements.find(p);
+  if (owner >= nodes.size()) (void)LearnNodes(owner);  // a node added since we started
   if (owner < nodes.size() && (it == placements.end() ? epoch > 0 : epoch > it->second.epoch)) {
     placements[p] = CachedPlacement{owner, epoch};
     return;
@@ -199,10 +249,9 @@ void Client::Impl::MoveBackoff(int attempt) const {
 Status Client::Impl::ResolveOwners(std::span<const PartitionId> parts) {
   // Partitions not cached yet, grouped by their home.
   std::map<uint32_t, std::vector<PartitionId>> by_home;
-  const uint32_t n = static_cast<uint32_t>(nodes.size());
   for (const auto& p : parts) {
     if (placements.count(p)) continue;
-    auto& v = by_home[HomeOf(p, n)];
+    auto& v = by_home[HomeOf(p, homes)];
     if (std::find(v.begin(), v.end(), p) == v.end()) v.push_back(p);
   }
   if (by_home.empty()) return Status::OK();
@@ -238,7 +287,10 @@ Status Client::Impl::ResolveOwners(std::span<const PartitionId> parts) {
     }
     for (size_t i = 0; i < list->size(); i++) {
       const auto& pl = lr.placements[i];
-      if (pl.owner >= n) return Status::Corruption("LOOKUP names node " + std::to_string(pl.owner));
+      if (pl.owner >= nodes.size() && !LearnNodes(pl.owner).ok()) {
+        return Status::Corruption("LOOKUP names node " + std::to_string(pl.owner) +
+                                  ", which is not in the cluster");
+      }
       placements[(*list)[i]] = CachedPlacement{pl.owner, pl.epoch};
     }
   }
@@ -323,10 +375,30 @@ Status Client::ClusterStatus(std::vector<ServerStatus>* out) {
       s.ops = sr.ops;
       s.uptime_ms = sr.uptime_ms;
       s.prepared_txns = sr.prepared_txns;
+      s.advertised = sr.advertised;
+      s.config_nodes = sr.config_nodes;
+      s.config_digest = sr.config_digest;
     } else {
       s.error = st.ToString();
     }
     out->push_back(std::move(s));
+  }
+  return Status::OK();
+}
+
+Status Client::Probe(uint32_t from, const std::vector<uint32_t>& targets,
+                     std::vector<NodeProbe>* out) {
+  out->clear();
+  protocol::ProbeRequest req{targets};
+  std::string body;
+  protocol::Encode(req, &body);
+  PendingCall reply;
+  RAMP_RETURN_IF_ERROR(impl_->CallAndWait(from, impl_->ReadChannel(), Op::kProbe,
+                                          static_cast<uint32_t>(targets.size()), body, &reply));
+  std::vector<protocol::ProbeResult> results;
+  RAMP_RETURN_IF_ERROR(protocol::Decode(reply.body(), reply.header.count, &results));
+  for (const auto& r : results) {
+    out->push_back(NodeProbe{from, r.node, r.ok, r.latency_us, r.endpoint, r.error});
   }
   return Status::OK();
 }
@@ -347,7 +419,7 @@ Status Client::Partitions(std::vector<PartitionStatus>* out) {
       PartitionStatus ps;
       ps.id = p.id;
       ps.owner = p.owner;
-      ps.home = HomeOf(p.id, count);
+      ps.home = HomeOf(p.id, impl_->homes);
       ps.epoch = p.epoch;
       ps.keys = p.keys;
       ps.bytes = p.bytes;
@@ -401,12 +473,13 @@ Status Client::Migrations(std::vector<MigrationStatus>* out) {
 
 Status Client::MigratePartition(const PartitionId& partition, uint32_t node, bool wait,
                                 const std::function<void(const MigrationStatus&)>& progress) {
+  (void)impl_->LearnNodes(node);  // a node added since this client started
   const uint32_t count = static_cast<uint32_t>(impl_->nodes.size());
   if (node >= count) {
     return Status::InvalidArgument("unknown node " + std::to_string(node) +
                                    ": the cluster has nodes 0.." + std::to_string(count - 1));
   }
-  const uint32_t home = HomeOf(partition, count);
+  const uint32_t home = HomeOf(partition, impl_->homes);
   // The moves of this partition finished before ours starts: ours is the next one listed.
   auto find = [&](MigrationStatus* found, uint64_t after_ms) -> Status {
     PendingCall reply;

@@ -46,7 +46,7 @@ const transport::Endpoint* Client::Impl::FastEndpoint(uint32_t node) const {
 }
 
 Status Client::Impl::Connected(uint32_t node, ChannelKind kind, NodeChannel** out) {
-  if (node >= nodes.size()) return Status::Internal("no node " + std::to_string(node));
+  if (node >= nodes.size()) RAMP_RETURN_IF_ERROR(LearnNodes(node));
   kind = Effective(node, kind);
   NodeChannel& ch = nodes[node].channels[static_cast<int>(kind)];
   if (!ch.has_endpoint()) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <memory>
 #include <span>
@@ -58,7 +59,11 @@ struct PendingCall {
 // all the page reader sees of it.
 struct Client::Impl final : ChannelContext, ClusterView {
   uint32_t default_buckets = kDefaultBuckets;
-  std::vector<Node> nodes;
+  // A deque: nodes added to a running cluster are appended (LearnNodes) without moving the
+  // channels of the others.
+  std::deque<Node> nodes;
+  uint32_t homes = 0;  // nodes 0..homes-1 are the partitions' homes (HelloReply::homes)
+  std::chrono::steady_clock::time_point nodes_learned{};
   std::unordered_map<PartitionId, CachedPlacement, PartitionIdHash> placements;
   std::shared_ptr<AddressCache> addresses;  // where GET* finds keys (ramp/address_cache.h)
   std::unordered_map<KeyspaceId, KeyspaceDef> keyspaces;
@@ -81,6 +86,11 @@ struct Client::Impl final : ChannelContext, ClusterView {
 
   // ---- set-up and routing -------------------------------------------------------------
   Status Bootstrap();
+  // A node index beyond the nodes known (a MOVED reply, a LOOKUP, a request to it): asks a
+  // server for the cluster's node list again and appends the nodes added since (at most
+  // every kLearnNodesEveryMs). OK when `node` is known afterwards.
+  Status LearnNodes(uint32_t node);
+  static constexpr int kLearnNodesEveryMs = 200;
   uint32_t BucketOf(KeyspaceId keyspace, std::string_view key) const;
   PartitionId PartitionOf(KeyspaceId keyspace, std::string_view key) const {
     return PartitionId{keyspace, BucketOf(keyspace, key)};

@@ -90,6 +90,20 @@ struct PageReader::Impl {
   Status Send(Conn* c, const Batch& b, uint64_t id, uint8_t flags);
   Status Progress(Conn* c, bool* did, const Sink* sink, bool discard);
   Status Drain();
+  // Connections (not opened yet) for the nodes the client knows and the reader has none
+  // for: all of them at first, later the nodes added to a running cluster. Existing
+  // connections stay where they are (the per-node vectors move, their elements do not).
+  void AddNodes() {
+    const uint32_t nodes = cluster->node_count();
+    for (uint32_t n = static_cast<uint32_t>(conns.size()); n < nodes; n++) {
+      conns.emplace_back(static_cast<size_t>(options.connections_per_node));
+      const transport::Endpoint* ep = cluster->FastEndpoint(n);
+      for (auto& c : conns[n]) {
+        c.channel.Setup(context, &doorbells, n, cluster->NodeName(n));
+        if (ep != nullptr) c.channel.SetEndpoint(*ep);
+      }
+    }
+  }
 };
 
 PageReader::PageReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -112,15 +126,7 @@ Status PageReader::Open(Client* client, const PageReaderOptions& options,
   impl->options = options;
   RAMP_RETURN_IF_ERROR(impl->doorbells.Init());
   const uint32_t nodes = impl->cluster->node_count();
-  impl->conns.resize(nodes);
-  for (uint32_t n = 0; n < nodes; n++) {
-    impl->conns[n].resize(static_cast<size_t>(options.connections_per_node));
-    const transport::Endpoint* ep = impl->cluster->FastEndpoint(n);
-    for (auto& c : impl->conns[n]) {
-      c.channel.Setup(impl->context, &impl->doorbells, n, impl->cluster->NodeName(n));
-      if (ep != nullptr) c.channel.SetEndpoint(*ep);
-    }
-  }
+  impl->AddNodes();
   // Discrete buffers, one per batch slot, registered as one handle.
   const size_t slots = nodes * static_cast<size_t>(options.connections_per_node) *
                        static_cast<size_t>(options.batches_in_flight);
@@ -270,6 +276,7 @@ Status PageReader::Read(std::span<const PageRef> pages, const Sink& sink) {
     }
   }
   RAMP_RETURN_IF_ERROR(cl.ResolveOwners(parts));
+  im.AddNodes();  // an owner may be a node added since the reader opened
   std::vector<std::deque<size_t>> queue(im.conns.size());
   for (size_t i = 0; i < pages.size(); i++) {
     if (pages[i].length == 0 || pages[i].length > im.options.max_page_bytes ||
@@ -278,7 +285,12 @@ Status PageReader::Read(std::span<const PageRef> pages, const Sink& sink) {
                                      " is not a multiple of 512 in (0, " +
                                      std::to_string(im.options.max_page_bytes) + "]");
     }
-    queue[cl.OwnerOf(pages[i].part)].push_back(i);
+    const uint32_t owner = cl.OwnerOf(pages[i].part);
+    if (owner >= queue.size()) {
+      return Status::Unavailable("partition " + pages[i].part.ToString() + " is owned by node " +
+                                 std::to_string(owner) + ", which this client does not know");
+    }
+    queue[owner].push_back(i);
   }
   const uint8_t flags =
       static_cast<uint8_t>((im.options.prefer_disk ? protocol::kPagesPreferDisk : 0) |

@@ -106,6 +106,7 @@ const char* OpNameOrNull(Op op) {
     case Op::kMigrations: return "MIGRATIONS";
     case Op::kMigrateCtl: return "MIGRATE_CTL";
     case Op::kLoadReport: return "LOAD_REPORT";
+    case Op::kProbe: return "PROBE";
   }
   return nullptr;
 }
@@ -193,6 +194,7 @@ void Encode(const HelloReply& m, std::string* out) {
   w.PutU64(m.instance);
   w.PutU32(static_cast<uint32_t>(m.nodes.size()));
   for (const auto& n : m.nodes) PutView(w, n);
+  w.PutU32(m.homes != 0 ? m.homes : m.node_count);
 }
 
 Status Decode(std::string_view body, HelloReply* out) {
@@ -214,6 +216,12 @@ Status Decode(std::string_view body, HelloReply* out) {
     std::string_view v;
     if (!GetView(r, &v)) return Truncated("HELLO reply");
     out->nodes.emplace_back(v);
+  }
+  out->homes = n;
+  if (r.remaining() > 0 && !r.GetU32(&out->homes)) return Truncated("HELLO reply");
+  if (out->homes == 0 || out->homes > n) {
+    return Status::Corruption("malformed HELLO reply: " + std::to_string(out->homes) +
+                              " homes among " + std::to_string(n) + " nodes");
   }
   return r.ExpectEnd("HELLO reply");
 }
@@ -630,6 +638,9 @@ void Encode(const StatusReply& m, std::string* out) {
   w.PutU64(m.ops);
   w.PutU64(m.uptime_ms);
   w.PutU64(m.prepared_txns);
+  PutView(w, m.advertised);
+  w.PutU32(m.config_nodes);
+  w.PutU64(m.config_digest);
 }
 
 Status Decode(std::string_view body, StatusReply* out) {
@@ -640,6 +651,16 @@ Status Decode(std::string_view body, StatusReply* out) {
   }
   out->prepared_txns = 0;
   if (r.remaining() > 0 && !r.GetU64(&out->prepared_txns)) return Truncated("STATUS reply");
+  out->advertised.clear();
+  out->config_nodes = 0;
+  out->config_digest = 0;
+  if (r.remaining() > 0) {
+    std::string_view adv;
+    if (!GetView(r, &adv) || !r.GetU32(&out->config_nodes) || !r.GetU64(&out->config_digest)) {
+      return Truncated("STATUS reply");
+    }
+    out->advertised = adv;
+  }
   return r.ExpectEnd("STATUS reply");
 }
 
@@ -858,6 +879,53 @@ Status Decode(std::string_view body, uint32_t count, LoadReport* out) {
     if (!GetPart(r, &p) || !r.GetU64(&n)) return Truncated("LOAD_REPORT");
   }
   return r.ExpectEnd("LOAD_REPORT");
+}
+
+// ---- probe -------------------------------------------------------------------------------
+
+void Encode(const ProbeRequest& m, std::string* out) {
+  StringByteWriter w(out);
+  for (uint32_t n : m.nodes) w.PutU32(n);
+}
+
+Status Decode(std::string_view body, uint32_t count, ProbeRequest* out) {
+  ByteReader r(body);
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), 4, "PROBE"));
+  out->nodes.resize(count);
+  for (auto& n : out->nodes) {
+    if (!r.GetU32(&n)) return Truncated("PROBE");
+  }
+  return r.ExpectEnd("PROBE");
+}
+
+void Encode(const std::vector<ProbeResult>& m, std::string* out) {
+  StringByteWriter w(out);
+  for (const auto& p : m) {
+    w.PutU32(p.node);
+    w.PutU8(p.ok ? 1 : 0);
+    w.PutU64(p.latency_us);
+    PutView(w, p.endpoint);
+    PutView(w, p.error);
+  }
+}
+
+Status Decode(std::string_view body, uint32_t count, std::vector<ProbeResult>* out) {
+  ByteReader r(body);
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), 4 + 1 + 8 + 4 + 4, "PROBE reply"));
+  out->resize(count);
+  for (auto& p : *out) {
+    uint8_t ok = 0;
+    std::string_view ep, err;
+    if (!r.GetU32(&p.node) || !r.GetU8(&ok) || !r.GetU64(&p.latency_us) || !GetView(r, &ep) ||
+        !GetView(r, &err)) {
+      return Truncated("PROBE reply");
+    }
+    if (ok > 1) return Status::Corruption("malformed PROBE reply: ok byte " + std::to_string(ok));
+    p.ok = ok == 1;
+    p.endpoint = ep;
+    p.error = err;
+  }
+  return r.ExpectEnd("PROBE reply");
 }
 
 }  // namespace ramp::protocol

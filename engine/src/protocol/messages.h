@@ -55,6 +55,7 @@ enum class Op : uint16_t {
   kMigrations = 51,   // the migrations in flight (and recently finished) at this home
   kMigrateCtl = 52,   // server to server: one step of a migration (home to source/target)
   kLoadReport = 53,   // a client's one-sided (GET*) reads per partition, which servers never see
+  kProbe = 54,        // connect to these nodes' advertised endpoints now and say how it went
 };
 
 const char* OpName(Op op);
@@ -94,6 +95,10 @@ struct HelloReply {
   transport::RemoteRegion arena;  // the page memory GET* reads one-sided
   uint64_t instance = 0;          // changes when the server restarts (address caches reset)
   std::vector<std::string> nodes;  // endpoints of every node ("tcp://..,shm://..")
+  // Nodes 0..homes-1 are the homes of partitions (HomeOf(p, homes)); later nodes are home
+  // of none and own what migrations move to them. Last on the wire and optional when
+  // decoding (a server built before it sends none: homes = node_count).
+  uint32_t homes = 0;
 };
 void Encode(const Hello& m, std::string* out);
 Status Decode(std::string_view body, Hello* out);
@@ -322,6 +327,12 @@ struct StatusReply {
   // Transactions prepared here and not decided yet. Last on the wire and optional when
   // decoding (a server built before it sends no such field: 0).
   uint64_t prepared_txns = 0;
+  // The cluster file as this server runs it (optional, after prepared_txns): its own entry
+  // (the endpoints it advertises), how many nodes it lists and a digest of the whole file,
+  // so that servers running different files show it. Absent: advertised empty, 0, 0.
+  std::string advertised;
+  uint32_t config_nodes = 0;
+  uint64_t config_digest = 0;
 };
 void Encode(const StatusReply& m, std::string* out);
 Status Decode(std::string_view body, StatusReply* out);
@@ -438,5 +449,25 @@ struct LoadReport {
 };
 void Encode(const LoadReport& m, std::string* out);
 Status Decode(std::string_view body, uint32_t count, LoadReport* out);
+
+// PROBE (count = nodes): count x u32 node, none meaning every node. The server connects to
+// each node's endpoint as its own cluster file lists it (token handshake and HELLO, a
+// fresh connection) and replies, count = results: per node u32 node, u8 ok, u64 latency
+// (microseconds, connect to HELLO reply), str endpoint tried, str error (a sentence naming
+// both ends when not ok).
+struct ProbeRequest {
+  std::vector<uint32_t> nodes;
+};
+struct ProbeResult {
+  uint32_t node = 0;
+  bool ok = false;
+  uint64_t latency_us = 0;
+  std::string endpoint;
+  std::string error;
+};
+void Encode(const ProbeRequest& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, ProbeRequest* out);
+void Encode(const std::vector<ProbeResult>& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, std::vector<ProbeResult>* out);
 
 }  // namespace ramp::protocol

@@ -1,5 +1,6 @@
 #include "server/cluster_config.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -50,11 +51,21 @@ Status ClusterConfig::Parse(const std::string& text, ClusterConfig* out) {
         return Status::InvalidArgument(where() + "buckets wants a number in 1..65536");
       }
       c.default_buckets = static_cast<uint32_t>(b);
+    } else if (word == "homes") {
+      long h = 0;
+      if (!(words >> h) || h < 1 || h > 65536) {
+        return Status::InvalidArgument(where() + "homes wants a number in 1..65536");
+      }
+      c.homes = static_cast<uint32_t>(h);
     } else {
       return Status::InvalidArgument(where() + "unknown directive '" + word + "'");
     }
   }
   if (c.nodes.empty()) return Status::InvalidArgument("cluster file names no node");
+  if (c.homes > c.nodes.size()) {
+    return Status::InvalidArgument("cluster file says homes " + std::to_string(c.homes) +
+                                   " but names " + std::to_string(c.nodes.size()) + " nodes");
+  }
   *out = std::move(c);
   return Status::OK();
 }
@@ -87,6 +98,67 @@ Status ClusterConfig::FindNode(const std::vector<transport::Endpoint>& endpoints
     }
   }
   return Status::NotFound("none of this server's listen endpoints is in the cluster file");
+}
+
+uint64_t ClusterConfig::Digest() const {
+  // FNV-1a over a canonical rendering: comments and spacing do not count.
+  std::string text = "buckets " + std::to_string(default_buckets) + "\nhomes " +
+                     std::to_string(home_count()) + "\n";
+  for (const auto& n : nodes) text += "node " + n.ToString() + "\n";
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : text) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+Status CheckReload(const ClusterConfig& now, const ClusterConfig& next,
+                   const std::function<bool(uint32_t node, std::string* what)>& owns) {
+  if (next.home_count() != now.home_count()) {
+    return Status::InvalidArgument(
+        "the new cluster file has " + std::to_string(next.home_count()) + " home nodes, not " +
+        std::to_string(now.home_count()) +
+        ": a partition's home is its hash mod that number, so every partition would be looked "
+        "for at another node. To add a node, keep 'homes " +
+        std::to_string(now.home_count()) +
+        "' in the file: the new node is then home of nothing and gets partitions by migration "
+        "(rampctl migrate, or the rebalancer)");
+  }
+  if (next.default_buckets != now.default_buckets) {
+    return Status::InvalidArgument("the new cluster file changes buckets from " +
+                                   std::to_string(now.default_buckets) + " to " +
+                                   std::to_string(next.default_buckets) +
+                                   ": keyspaces already made would be split differently; "
+                                   "restart the whole cluster to change it");
+  }
+  const size_t common = std::min(now.nodes.size(), next.nodes.size());
+  for (size_t i = 0; i < common; i++) {
+    for (size_t j = 0; j < now.nodes.size(); j++) {
+      if (j == i) continue;
+      for (const auto& e : next.nodes[i].endpoints) {
+        for (const auto& old : now.nodes[j].endpoints) {
+          if (e == old) {
+            return Status::InvalidArgument(
+                "the new cluster file gives node " + std::to_string(i) + " the address " +
+                e.ToString() + ", which is node " + std::to_string(j) +
+                "'s: nodes are numbered by their line, so removing or reordering a line "
+                "renumbers every node after it. Keep the lines in place (change an address "
+                "on its own line, add nodes at the end)");
+          }
+        }
+      }
+    }
+  }
+  for (size_t i = next.nodes.size(); i < now.nodes.size(); i++) {
+    std::string what;
+    if (owns(static_cast<uint32_t>(i), &what)) {
+      return Status::InvalidArgument("the new cluster file removes node " + std::to_string(i) +
+                                     " (" + now.nodes[i].ToString() + "), which still " + what +
+                                     ": migrate its partitions to other nodes first");
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace ramp::server

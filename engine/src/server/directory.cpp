@@ -37,14 +37,14 @@ Status Directory::Open(store::Env* env, const std::string& data_dir) {
     if (ok && kind == "entry") {
       Entry e;
       ls >> e.owner >> e.epoch;
-      ok = !ls.fail() && e.owner < node_count_;
+      ok = !ls.fail() && e.owner < node_count();
       if (ok) entries_[p] = e;
     } else if (ok && kind == "override") {
       Override o;
       unsigned held = 0;
       ls >> held >> o.owner >> o.epoch >> o.old_epoch;
       o.held = static_cast<Held>(held);
-      ok = !ls.fail() && held >= 1 && held <= 4 && o.owner < node_count_;
+      ok = !ls.fail() && held >= 1 && held <= 4 && o.owner < node_count();
       if (ok) overrides_[p] = o;
     } else if (ok && kind == "migration") {
       MigrationState m;
@@ -52,7 +52,7 @@ Status Directory::Open(store::Env* env, const std::string& data_dir) {
       m.part = p;
       ls >> m.source >> m.target >> phase >> m.old_epoch >> m.new_epoch >> m.started_unix_ms;
       m.phase = static_cast<MigrationPhase>(phase);
-      ok = !ls.fail() && m.source < node_count_ && m.target < node_count_;
+      ok = !ls.fail() && m.source < node_count() && m.target < node_count();
       if (ok) migrations_[p] = m;
     } else {
       ok = false;
@@ -71,7 +71,7 @@ Status Directory::PersistLocked() const {
   out << "# pg_ramp placement of node " << self_ << " (entries at the home, overrides, "
       << "migrations in flight)\n";
   for (const auto& [p, e] : entries_) {
-    if (e.owner == HomeOf(p, node_count_) && e.epoch == 1) continue;
+    if (e.owner == HomeOf(p, homes_) && e.epoch == 1) continue;
     out << "entry " << p.keyspace << ' ' << p.bucket << ' ' << e.owner << ' ' << e.epoch << '\n';
   }
   for (const auto& [p, o] : overrides_) {
@@ -87,8 +87,26 @@ Status Directory::PersistLocked() const {
   return st.ok() ? st : st.Annotate("cannot write the placement file " + path_);
 }
 
+bool Directory::Names(uint32_t node, std::string* what) const {
+  std::shared_lock lock(mu_);
+  for (const auto& [p, e] : entries_) {
+    if (e.owner == node) {
+      *what = "owns partition " + p.ToString() + " (the directory of node " +
+              std::to_string(self_) + " says so)";
+      return true;
+    }
+  }
+  for (const auto& [p, m] : migrations_) {
+    if (m.source == node || m.target == node) {
+      *what = "takes part in the migration of partition " + p.ToString();
+      return true;
+    }
+  }
+  return false;
+}
+
 bool Directory::OwnsLocked(const PartitionId& p, uint32_t* hint, uint64_t* epoch) const {
-  const uint32_t home = HomeOf(p, node_count_);
+  const uint32_t home = HomeOf(p, homes_);
   if (!overrides_.empty()) {
     if (auto it = overrides_.find(p); it != overrides_.end()) {
       const Override& o = it->second;
@@ -141,7 +159,7 @@ bool Directory::ServesPagesAt(const PartitionId& p, uint64_t epoch) const {
 protocol::Placement Directory::Lookup(const PartitionId& p, uint64_t sharer) {
   std::unique_lock lock(mu_);
   auto [it, inserted] = entries_.try_emplace(p);
-  if (inserted) it->second.owner = HomeOf(p, node_count_);
+  if (inserted) it->second.owner = HomeOf(p, homes_);
   it->second.sharers.insert(sharer);
   return protocol::Placement{it->second.owner, it->second.epoch};
 }
@@ -149,7 +167,7 @@ protocol::Placement Directory::Lookup(const PartitionId& p, uint64_t sharer) {
 protocol::Placement Directory::EntryOf(const PartitionId& p) const {
   std::shared_lock lock(mu_);
   auto it = entries_.find(p);
-  if (it == entries_.end()) return protocol::Placement{HomeOf(p, node_count_), 1};
+  if (it == entries_.end()) return protocol::Placement{HomeOf(p, homes_), 1};
   return protocol::Placement{it->second.owner, it->second.epoch};
 }
 
@@ -184,7 +202,7 @@ Status Directory::SetPhase(const PartitionId& p, MigrationPhase phase, const std
   if (!error.empty()) m.error = error;
   auto [eit, fresh] = entries_.try_emplace(p);
   Entry& e = eit->second;
-  if (fresh) e.owner = HomeOf(p, node_count_);
+  if (fresh) e.owner = HomeOf(p, homes_);
   if (phase == MigrationPhase::kCommitted) {
     e.owner = m.target;
     e.epoch = m.new_epoch;

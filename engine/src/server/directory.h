@@ -13,6 +13,7 @@
 // is acknowledged, and read back at start: ownership survives restarts of every party.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -50,14 +51,22 @@ struct MigrationState {
 
 class Directory {
  public:
-  Directory(uint32_t self, uint32_t node_count) : self_(self), node_count_(node_count) {}
+  // homes: nodes 0..homes-1 are the partitions' homes (0: all node_count of them).
+  Directory(uint32_t self, uint32_t node_count, uint32_t homes = 0)
+      : self_(self), homes_(homes != 0 ? homes : node_count), node_count_(node_count) {}
 
   // Reads <data_dir>/placement when there (empty data_dir: memory only, nothing persisted).
   Status Open(store::Env* env, const std::string& data_dir);
 
   uint32_t self() const { return self_; }
-  uint32_t node_count() const { return node_count_; }
-  bool IsHome(const PartitionId& p) const { return HomeOf(p, node_count_) == self_; }
+  uint32_t node_count() const { return node_count_.load(std::memory_order_relaxed); }
+  uint32_t homes() const { return homes_; }
+  // Nodes added to (or removed from) the cluster file of a running server; homes stay.
+  void SetNodeCount(uint32_t n) { node_count_.store(n, std::memory_order_relaxed); }
+  bool IsHome(const PartitionId& p) const { return HomeOf(p, homes_) == self_; }
+  // Whether this home's directory names `node` as the owner of a partition or as a party
+  // of a migration in flight; *what says which.
+  bool Names(uint32_t node, std::string* what) const;
 
   // Whether this server serves the partition now; when not, *hint is where to go (the
   // owner if this server knows it, the home otherwise) and *epoch the epoch of that hint.
@@ -123,7 +132,8 @@ class Directory {
   Status PersistLocked() const;  // caller holds mu_ exclusively
 
   const uint32_t self_;
-  const uint32_t node_count_;
+  const uint32_t homes_;
+  std::atomic<uint32_t> node_count_;
   store::Env* env_ = nullptr;
   std::string path_;  // empty: not persisted
   mutable std::shared_mutex mu_;

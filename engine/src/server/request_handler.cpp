@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "ramp/log.h"
+#include "server/membership.h"
 #include "server/store_wire.h"
 
 namespace ramp::server {
@@ -127,6 +128,14 @@ Status RequestHandler::HandleNow(Session& session, std::string_view message, std
       protocol::EncodeHeader(protocol::ReplyTo(h, Clock()), reply);
       return Status::OK();
     }
+    case Op::kProbe: {
+      protocol::ProbeRequest req;
+      RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &req));
+      Status st =
+          ctx_->membership->StartProbe(std::move(req.nodes), h, ctx_->clock, Defer(session));
+      if (!st.ok()) ErrorReply(h, st, reply);
+      return Status::OK();  // without an error, the reply follows the probes
+    }
     case Op::kScanNext:
     case Op::kScanClose:
       ErrorReply(h, Status::NotSupported(std::string(protocol::OpName(op)) + " is not served here"),
@@ -160,11 +169,13 @@ Status RequestHandler::OnHello(Session& s, const Header& h, std::string_view bod
   s.peer_kind = hello.peer_kind;
   protocol::HelloReply r;
   r.node = ctx_->self;
-  r.node_count = static_cast<uint32_t>(ctx_->cluster->nodes.size());
-  r.default_buckets = ctx_->cluster->default_buckets;
+  const std::shared_ptr<const ClusterConfig> cluster = ctx_->membership->Get();
+  r.node_count = static_cast<uint32_t>(cluster->nodes.size());
+  r.homes = cluster->home_count();
+  r.default_buckets = cluster->default_buckets;
   r.arena = ctx_->store->arena_region();
   r.instance = ctx_->instance;
-  for (const auto& n : ctx_->cluster->nodes) r.nodes.push_back(n.ToString());
+  for (const auto& n : cluster->nodes) r.nodes.push_back(n.ToString());
   protocol::EncodeHeader(protocol::ReplyTo(h, Clock()), reply);
   protocol::Encode(r, reply);
   return Status::OK();
@@ -408,6 +419,10 @@ Status RequestHandler::OnStatus(const Header& h, std::string* reply) {
   r.ops = ctx_->ops.load(std::memory_order_relaxed);
   r.uptime_ms = NowMs() - ctx_->started_ms;
   r.prepared_txns = st.prepared_txns;
+  const std::shared_ptr<const ClusterConfig> cluster = ctx_->membership->Get();
+  if (ctx_->self < cluster->nodes.size()) r.advertised = cluster->nodes[ctx_->self].ToString();
+  r.config_nodes = static_cast<uint32_t>(cluster->nodes.size());
+  r.config_digest = cluster->Digest();
   protocol::EncodeHeader(protocol::ReplyTo(h, Clock()), reply);
   protocol::Encode(r, reply);
   return Status::OK();

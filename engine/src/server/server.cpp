@@ -77,7 +77,8 @@ Status Server::Init(const ServerOptions& options) {
   so.data_dir = options.data_dir;
   so.cluster_id = store::ClusterIdOf(options.token);
   RAMP_RETURN_IF_ERROR(store::Store::Open(so, memory_, &store_));
-  directory_ = std::make_unique<Directory>(self, static_cast<uint32_t>(cluster_.nodes.size()));
+  directory_ = std::make_unique<Directory>(self, static_cast<uint32_t>(cluster_.nodes.size()),
+                                           cluster_.home_count());
   RAMP_RETURN_IF_ERROR(directory_->Open(nullptr, options.data_dir));
   // Copies the store recovered that this server does not serve: kept without serving (a
   // migration's source or target awaiting the home's word), or dropped (given away).
@@ -107,7 +108,8 @@ Status Server::Init(const ServerOptions& options) {
   in_doubt_.Add(store_->PendingOlderThan(UINT64_MAX));
   ctx_.in_doubt = &in_doubt_;
   ctx_.clock = &clock_;
-  ctx_.cluster = &cluster_;
+  membership_ = std::make_unique<Membership>(cluster_, self, options.token);
+  ctx_.membership = membership_.get();
   ctx_.self = self;
   ctx_.instance = transport::RandomU64() | 1;
   ctx_.started_ms = SteadyMs();
@@ -138,6 +140,8 @@ Status Server::Init(const ServerOptions& options) {
                                  options.rebalance_cooldown_ms);
   }
   termination_thread_ = std::thread([this] { TerminationLoop(); });
+  // Peers started at about the same time are asked again for a while.
+  if (cluster_.nodes.size() > 1) membership_->StartSelfCheck(30000);
   std::string eps;
   for (const auto& e : endpoints()) eps.append(" ").append(e.ToString());
   RAMP_INFO("node %u of %zu listening on%s (%d workers, %zu MiB page memory)", self,
@@ -149,6 +153,11 @@ Status Server::Init(const ServerOptions& options) {
         in_doubt_.size());
   }
   return Status::OK();
+}
+
+Status Server::ReloadCluster(const ClusterConfig& next) {
+  if (!membership_) return Status::Unavailable("the server is not running");
+  return membership_->Reload(next, directory_.get());
 }
 
 std::vector<transport::Endpoint> Server::endpoints() const {
@@ -290,6 +299,7 @@ void Server::Stop() {
   for (auto& t : acceptors_) t.join();
   acceptors_.clear();
   for (auto& l : listeners_) l->Close();
+  if (membership_) membership_->Stop();  // before the workers its probes reply through
   if (migrations_) migrations_->Stop();
   for (auto& w : workers_) w->Stop();
   workers_.clear();

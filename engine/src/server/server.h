@@ -17,6 +17,7 @@
 #include "server/directory.h"
 #include "server/in_doubt.h"
 #include "server/lock_table.h"
+#include "server/membership.h"
 #include "server/migration.h"
 #include "server/page_service.h"
 #include "server/server_context.h"
@@ -77,6 +78,9 @@ class Server {
 
   // Stops accepting, closes every connection, joins every thread. Idempotent.
   void Stop();
+  // Goes to a new cluster file (rampd: SIGHUP, or the file changed): what CheckReload
+  // allows is applied, anything else refused with the reason (membership.h).
+  Status ReloadCluster(const ClusterConfig& next);
 
   uint32_t node() const { return ctx_.self; }
   // Endpoints actually bound (ports filled in when 0 was asked).
@@ -93,7 +97,8 @@ class Server {
   ClientOptions PeerOptions() const;
 
   ServerOptions options_;
-  ClusterConfig cluster_;
+  ClusterConfig cluster_;  // as started (Membership holds the current one)
+  std::unique_ptr<Membership> membership_;
   std::shared_ptr<transport::Memory> memory_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Directory> directory_;

@@ -25,6 +25,7 @@ struct Limits {
 class PageService;
 class InDoubt;
 class Migrations;
+class Membership;
 
 struct ServerContext {
   store::Store* store = nullptr;
@@ -35,7 +36,7 @@ struct ServerContext {
   InDoubt* in_doubt = nullptr;       // recovered transactions still undecided (in_doubt.h)
   Migrations* migrations = nullptr;  // live migration (migration.h)
   HybridClock* clock = nullptr;
-  const ClusterConfig* cluster = nullptr;
+  Membership* membership = nullptr;  // the cluster file as it is now (membership.h)
   uint32_t self = 0;
   uint64_t instance = 0;  // random per start: clients drop cached addresses when it changes
   uint64_t started_ms = 0;
