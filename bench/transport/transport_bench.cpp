@@ -44,8 +44,9 @@ namespace {
 struct Config {
   bool quick = false;
   std::string csv;
-  std::string only;      // run one provider's figures only (profiling)
-  double seconds = 0.4;  // per trial
+  std::string only;            // run one provider's figures only (profiling)
+  bool messages_only = false;  // only the ring message figures (profiling)
+  double seconds = 0.4;        // per trial
   int trials = 5;
   int depth = 32;       // reads outstanding in the rate test
   int connections = 4;  // for the several-connections message test
@@ -326,8 +327,11 @@ int main(int argc, char** argv) {
       cfg.csv = argv[++i];
     } else if (a == "--only" && i + 1 < argc) {
       cfg.only = argv[++i];
+    } else if (a == "--messages-only") {
+      cfg.messages_only = true;
     } else {
-      fprintf(stderr, "usage: %s [--quick] [--csv file] [--only shm|tcp]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--csv file] [--only shm|tcp] [--messages-only]\n",
+              argv[0]);
       return 2;
     }
   }
@@ -356,6 +360,7 @@ int main(int argc, char** argv) {
   double memcpy_8k = 0;
   double shm_1k = 0, shm_8k = 0, shm_msgs = 0, tcp_1k = 0, tcp_msgs = 0;
   for (size_t size : {size_t{64}, size_t{1024}, size_t{8192}}) {
+    if (cfg.messages_only) break;
     double best_copy = 0;
     std::vector<double> best_rate(rigs.size(), 0), best_latency(rigs.size(), 1e30);
     for (int t = 0; t < cfg.trials; t++) {

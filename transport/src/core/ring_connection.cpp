@@ -301,7 +301,7 @@ Status RingConnection::SendV(const iovec* iov, int iovcnt) {
     Status s = WriteMessage(iov, iovcnt, total, &offset);
     if (s.ok()) {
       Bump(counters_.messages_sent, 1);
-      Progress();  // providers that batch (tcp) put the frame on the wire here
+      ProgressAfterSend();  // tcp holds the frame until a batch is full or the owner polls
       return s;
     }
     if (!s.Is(Status::Code::kBusy)) return s;
@@ -332,7 +332,7 @@ Status RingConnection::SendV(const iovec* iov, int iovcnt) {
   // offset == total cannot happen (WriteMessage returned Busy before finishing).
   queue_.push_back(std::move(out));
   Bump(counters_.messages_sent, 1);
-  Progress();
+  ProgressAfterSend();
   return Status::OK();
 }
 
@@ -423,7 +423,7 @@ bool RingConnection::Receive(MessageView* out) {
   std::atomic<uint32_t>& armed = block_.control()->armed;
   if (armed.load(std::memory_order_relaxed) != 0) armed.store(0, std::memory_order_relaxed);
   DrainDoorbell();
-  Progress();
+  ProgressInput();
   if (!queue_.empty()) FlushQueue();
   if (closed() && close_status().Is(Status::Code::kCorruption)) return false;
 
@@ -434,6 +434,7 @@ bool RingConnection::Receive(MessageView* out) {
     Status s = receiver_.Peek(&data, &size, &more);
     if (s.Is(Status::Code::kNotFound)) {
       MaybePublishCredits(/*ring_empty=*/true);
+      FlushOutput();
       return false;
     }
     if (!s.ok()) {

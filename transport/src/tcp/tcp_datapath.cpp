@@ -86,6 +86,9 @@ Status TcpConnection::WriteCredits(uint64_t consumed) {
     wire::AppendWriteU64(peer_block_, BlockLayout::CreditOffset(peer_ring_bytes_), consumed, &tx_);
   }
   tx_pending_.store(true, std::memory_order_release);
+  // A sender may be stalled on these: they go now, not with the next batch (once per
+  // quarter ring, so this costs little).
+  FlushTx();
   return Status::OK();
 }
 
@@ -128,6 +131,28 @@ void TcpConnection::Progress() {
   if (closed()) return;
   if (!responder_mode_) ServeInput();
   FlushTx();
+}
+
+void TcpConnection::ProgressAfterSend() {
+  // The frame waits for more unless the batch is full: the owner's next Poll, Arm, Wait or
+  // empty Receive sends it (a Send is never left behind by an owner that keeps to the
+  // contract: it must drive the connection to get anything back).
+  if (!tx_pending_.load(std::memory_order_acquire)) return;
+  size_t unsent;
+  {
+    std::lock_guard<std::mutex> lock(tx_mu_);
+    unsent = tx_.size() - tx_head_;
+  }
+  if (unsent >= kFlushThreshold) FlushTx();
+}
+
+void TcpConnection::ProgressInput() {
+  if (closed()) return;
+  if (!responder_mode_) ServeInput();
+}
+
+void TcpConnection::FlushOutput() {
+  if (!closed()) FlushTx();
 }
 
 bool TcpConnection::ArmProvider() {
