@@ -118,6 +118,7 @@ class TcpConnection final : public RingConnection {
   size_t tx_head_ = 0;
   std::atomic<bool> tx_pending_{false};
   bool watching_out_ = false;  // inline: epoll set also waits for room to send
+  bool batch_full_ = false;    // owner thread: the last frame filled a batch (flush after Send)
 
   std::mutex pending_mu_;
   std::deque<PendingOp> pending_;  // in request order: the peer answers in order

@@ -75,6 +75,7 @@ Status TcpConnection::WriteFrame(uint64_t position, uint64_t size_field, const i
       }
       *d = ring::kIndicator;
     }
+    batch_full_ = tx_.size() - tx_head_ >= kFlushThreshold;
   }
   tx_pending_.store(true, std::memory_order_release);
   return Status::OK();
@@ -137,13 +138,10 @@ void TcpConnection::ProgressAfterSend() {
   // The frame waits for more unless the batch is full: the owner's next Poll, Arm, Wait or
   // empty Receive sends it (a Send is never left behind by an owner that keeps to the
   // contract: it must drive the connection to get anything back).
-  if (!tx_pending_.load(std::memory_order_acquire)) return;
-  size_t unsent;
-  {
-    std::lock_guard<std::mutex> lock(tx_mu_);
-    unsent = tx_.size() - tx_head_;
+  if (batch_full_) {
+    batch_full_ = false;
+    FlushTx();
   }
-  if (unsent >= kFlushThreshold) FlushTx();
 }
 
 void TcpConnection::ProgressInput() {
