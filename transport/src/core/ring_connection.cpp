@@ -183,7 +183,10 @@ void RingConnection::DrainDoorbell() {
 int RingConnection::Poll(Completion* out, int max) {
   DrainDoorbell();
   Progress();
-  if (!queue_.empty()) FlushQueue();
+  if (!queue_.empty()) {
+    FlushQueue();
+    FlushOutput();  // frames the queue just wrote go now, not with the next batch
+  }
 
   if (remote_ready_.load(std::memory_order_acquire) != 0) {
     std::lock_guard<std::mutex> lock(remote_mu_);
@@ -488,7 +491,10 @@ bool RingConnection::Arm() {
   // writes (tcp) put them on the wire there. A sender stalled on them would never wake us.
   if (held_ == Held::kNone && !receiver_.FrameReady()) MaybePublishCredits(/*ring_empty=*/true);
   Progress();
-  if (!queue_.empty()) FlushQueue();
+  if (!queue_.empty()) {
+    FlushQueue();
+    FlushOutput();  // the owner may sleep next: nothing may stay held
+  }
   if (held_ != Held::kNone || CompletionsReady() || closed()) return false;
   DrainDoorbell();
   std::atomic<uint32_t>& armed = block_.control()->armed;
