@@ -44,8 +44,9 @@ namespace {
 struct Config {
   bool quick = false;
   std::string csv;
-  std::string only;      // run one provider's figures only (profiling)
-  double seconds = 0.4;  // per trial
+  std::string only;            // run one provider's figures only (profiling)
+  bool messages_only = false;  // only the ring message figures (profiling)
+  double seconds = 0.4;        // per trial
   int trials = 5;
   int depth = 32;       // reads outstanding in the rate test
   int connections = 4;  // for the several-connections message test
@@ -326,8 +327,15 @@ int main(int argc, char** argv) {
       cfg.csv = argv[++i];
     } else if (a == "--only" && i + 1 < argc) {
       cfg.only = argv[++i];
+    } else if (a == "--connections" && i + 1 < argc) {
+      cfg.connections = std::max(1, atoi(argv[++i]));
+    } else if (a == "--messages-only") {
+      cfg.messages_only = true;
     } else {
-      fprintf(stderr, "usage: %s [--quick] [--csv file] [--only shm|tcp]\n", argv[0]);
+      fprintf(
+          stderr,
+          "usage: %s [--quick] [--csv file] [--only shm|tcp] [--messages-only] [--connections N]\n",
+          argv[0]);
       return 2;
     }
   }
@@ -355,7 +363,9 @@ int main(int argc, char** argv) {
   CopyBuffers copy;
   double memcpy_8k = 0;
   double shm_1k = 0, shm_8k = 0, shm_msgs = 0, tcp_1k = 0, tcp_msgs = 0;
+  double shm_msgs_several = 0, tcp_msgs_several = 0;
   for (size_t size : {size_t{64}, size_t{1024}, size_t{8192}}) {
+    if (cfg.messages_only) break;
     double best_copy = 0;
     std::vector<double> best_rate(rigs.size(), 0), best_latency(rigs.size(), 1e30);
     for (int t = 0; t < cfg.trials; t++) {
@@ -397,9 +407,16 @@ int main(int argc, char** argv) {
       Record(name, "ring_msgs_" + std::to_string(cfg.connections) + "conn", cfg.message_bytes,
              several[k], "msg/s");
       (name == "shm" ? shm_msgs : tcp_msgs) = one[k];
+      (name == "shm" ? shm_msgs_several : tcp_msgs_several) = several[k];
     }
   }
-  if (!cfg.only.empty()) return 0;
+  const std::string n = std::to_string(cfg.connections) + "conn";
+  if (tcp_msgs > 0) {
+    // Does the tcp provider scale with connections (issue 15)? One sender thread, one
+    // receiver thread, the messages spread over n connections vs all on one.
+    printf("RESULT tcp_ring_%s_vs_1conn %.2f\n", n.c_str(), tcp_msgs_several / tcp_msgs);
+  }
+  if (!cfg.only.empty() || cfg.messages_only) return 0;
 
   double shm_lat_1k = 0, tcp_lat_1k = 0;
   for (const Row& row : g_rows) {
@@ -412,6 +429,8 @@ int main(int argc, char** argv) {
   printf("RESULT shm_read_vs_tcp_read_1k_latency %.1f\n", tcp_lat_1k / shm_lat_1k);
   printf("RESULT shm_ring_msgs_per_sec_1conn %.0f\n", shm_msgs);
   printf("RESULT tcp_ring_msgs_per_sec_1conn %.0f\n", tcp_msgs);
+  printf("RESULT shm_ring_msgs_per_sec_%s %.0f\n", n.c_str(), shm_msgs_several);
+  printf("RESULT tcp_ring_msgs_per_sec_%s %.0f\n", n.c_str(), tcp_msgs_several);
   printf("RESULT shm_read_1k_ops_per_sec %.0f\n", shm_1k);
   printf("RESULT tcp_read_1k_ops_per_sec %.0f\n", tcp_1k);
   printf("RESULT shm_read_latency_1k_us %.3f\n", shm_lat_1k);

@@ -59,6 +59,29 @@ struct Config {
   bool durable = false;
   // --point MODE:DIST:READPCT:SIZE measures that one point only (bench/durability/run).
   std::string point;
+  // --seeds LIST --token-file F: run against servers already running (bench/netns/run starts
+  // them in network namespaces) instead of starting 4 on loopback; every mode then uses tcp.
+  std::string seeds;
+  std::string token;
+};
+
+// Client options for a mode: from the cluster this process started, or for the external
+// servers of --seeds (tcp only).
+struct Target {
+  const testing::TestCluster* cluster = nullptr;
+  std::vector<transport::Endpoint> seeds;
+  std::string token;
+  ClientOptions For(Provider provider, ReadPath read, WritePath write) const {
+    if (cluster != nullptr) return cluster->ClientOptionsFor(provider, read, write);
+    ClientOptions o;
+    o.seeds = seeds;
+    o.provider = Provider::kTcp;
+    o.read_path = read;
+    o.write_path = write;
+    o.token = token;
+    o.timeout_ms = 10000;
+    return o;
+  }
 };
 
 struct Point {
@@ -71,13 +94,15 @@ struct Point {
   ClientStats stats;
 };
 
-std::string KeyName(int i) { return "user" + std::to_string(i); }
+std::string KeyName(int i) {
+  return "user" + std::to_string(i);
+}
 constexpr KeyspaceId kUsertable = 0x05E27AB1E;
 
-Status Load(const testing::TestCluster& cluster, const Config& cfg) {
+Status Load(const Target& cluster, const Config& cfg) {
   std::unique_ptr<Client> c;
-  RAMP_RETURN_IF_ERROR(Client::Open(
-      cluster.ClientOptionsFor(Provider::kShm, ReadPath::kGetPlus, WritePath::kPutPlus), &c));
+  RAMP_RETURN_IF_ERROR(
+      Client::Open(cluster.For(Provider::kShm, ReadPath::kGetPlus, WritePath::kPutPlus), &c));
   const std::string value(cfg.value_bytes, 'v');
   for (int i = 0; i < cfg.keys;) {
     auto t = c->Begin();
@@ -89,7 +114,7 @@ Status Load(const testing::TestCluster& cluster, const Config& cfg) {
   return Status::OK();
 }
 
-void RunPoint(const testing::TestCluster& cluster, const Config& cfg, Point* p) {
+void RunPoint(const Target& cluster, const Config& cfg, Point* p) {
   std::atomic<bool> measuring{false}, stop{false};
   std::atomic<uint64_t> txns{0}, aborts{0};
   std::vector<ClientStats> stats(cfg.threads);
@@ -100,7 +125,7 @@ void RunPoint(const testing::TestCluster& cluster, const Config& cfg, Point* p) 
   Zipfian zipf(cfg.keys);
   for (int t = 0; t < cfg.threads; t++) {
     threads.emplace_back([&, t] {
-      ClientOptions o = cluster.ClientOptionsFor(p->mode->provider, p->mode->read, p->mode->write);
+      ClientOptions o = cluster.For(p->mode->provider, p->mode->read, p->mode->write);
       o.protocol = p->mode->protocol;
       std::unique_ptr<Client> c;
       Status st = Client::Open(o, &c);
@@ -169,7 +194,8 @@ void RunPoint(const testing::TestCluster& cluster, const Config& cfg, Point* p) 
   const auto start = std::chrono::steady_clock::now();
   std::this_thread::sleep_for(std::chrono::milliseconds(cfg.measure_ms));
   stop = true;
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (auto& th : threads) th.join();
   if (failures) {
     std::fprintf(stderr, "ycsb: %s r%d t%d failed: %s\n", p->mode->name, p->read_pct, p->txn_size,
@@ -210,10 +236,20 @@ int main(int argc, char** argv) {
       cfg.durable = true;
     } else if (a == "--point" && i + 1 < argc) {
       cfg.point = argv[++i];
+    } else if (a == "--seeds" && i + 1 < argc) {
+      cfg.seeds = argv[++i];
+    } else if (a == "--token-file" && i + 1 < argc) {
+      std::ifstream in(argv[++i]);
+      std::getline(in, cfg.token);
+      if (cfg.token.empty()) {
+        std::fprintf(stderr, "ycsb: no token in %s\n", argv[i]);
+        return 2;
+      }
     } else {
       std::fprintf(stderr,
                    "usage: ycsb_bench [--quick] [--csv FILE] [--measure-ms N] [--threads N]\n"
-                   "                  [--durable] [--point MODE:DIST:READPCT:SIZE]\n");
+                   "                  [--durable] [--point MODE:DIST:READPCT:SIZE]\n"
+                   "                  [--seeds tcp://h:p,... --token-file F]\n");
       return 2;
     }
   }
@@ -226,12 +262,26 @@ int main(int argc, char** argv) {
   co.extra_args = {"--gc-grace-ms", "1000"};
   co.data = cfg.durable;
   std::unique_ptr<testing::TestCluster> cluster;
-  Status st = testing::TestCluster::Start(co, &cluster);
-  if (!st.ok()) {
-    std::fprintf(stderr, "ycsb: cannot start servers: %s\n", st.ToString().c_str());
-    return 1;
+  Target target;
+  Status st;
+  if (!cfg.seeds.empty()) {
+    st = transport::ParseEndpointList(cfg.seeds, &target.seeds);
+    if (st.ok() && cfg.token.empty()) st = Status::InvalidArgument("--seeds needs --token-file");
+    if (!st.ok() || cfg.point.empty() || cfg.durable) {
+      std::fprintf(stderr, "ycsb: --seeds: %s\n",
+                   st.ok() ? "only with --point, without --durable" : st.ToString().c_str());
+      return 2;
+    }
+    target.token = cfg.token;
+  } else {
+    st = testing::TestCluster::Start(co, &cluster);
+    if (!st.ok()) {
+      std::fprintf(stderr, "ycsb: cannot start servers: %s\n", st.ToString().c_str());
+      return 1;
+    }
+    target.cluster = cluster.get();
   }
-  st = Load(*cluster, cfg);
+  st = Load(target, cfg);
   if (!st.ok()) {
     std::fprintf(stderr, "ycsb: load failed: %s\n", st.ToString().c_str());
     return 1;
@@ -240,9 +290,10 @@ int main(int argc, char** argv) {
   // The points: Fig. 5 (throughput vs transaction size at 95 % reads) and Figs. 6/7
   // (throughput vs read ratio at transaction size 8), uniform; the zipfian variant of Fig. 7.
   std::vector<Point> points;
-  const std::vector<int> sizes = cfg.quick ? std::vector<int>{1, 4, 16} : std::vector<int>{1, 2, 4, 8, 16};
-  const std::vector<int> ratios = cfg.quick ? std::vector<int>{0, 50, 95, 100}
-                                            : std::vector<int>{0, 25, 50, 75, 95, 100};
+  const std::vector<int> sizes =
+      cfg.quick ? std::vector<int>{1, 4, 16} : std::vector<int>{1, 2, 4, 8, 16};
+  const std::vector<int> ratios =
+      cfg.quick ? std::vector<int>{0, 50, 95, 100} : std::vector<int>{0, 25, 50, 75, 95, 100};
   if (!cfg.point.empty()) {
     char mode[32] = {0}, dist[16] = {0};
     int r = 0, t = 0;
@@ -257,7 +308,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     Point p{found, dist, r, t};
-    RunPoint(*cluster, cfg, &p);
+    RunPoint(target, cfg, &p);
     std::printf("%-14s %-8s read %3d%% size %2d%s: %10.0f txn/s (aborts %llu)\n", p.mode->name,
                 p.distribution.c_str(), p.read_pct, p.txn_size, cfg.durable ? " durable" : "",
                 p.tps, static_cast<unsigned long long>(p.aborts));
@@ -290,15 +341,16 @@ int main(int argc, char** argv) {
     std::string id = std::string(p.mode->name) + "/" + p.distribution + "/r" +
                      std::to_string(p.read_pct) + "/t" + std::to_string(p.txn_size);
     if (tps.count(id)) continue;
-    RunPoint(*cluster, cfg, &p);
+    RunPoint(target, cfg, &p);
     tps[id] = p.tps;
-    std::printf("%-14s %-8s read %3d%% size %2d: %10.0f txn/s (aborts %llu, GET* hits %llu, "
-                "fallbacks %llu, round-2 %llu)\n",
-                p.mode->name, p.distribution.c_str(), p.read_pct, p.txn_size, p.tps,
-                static_cast<unsigned long long>(p.aborts),
-                static_cast<unsigned long long>(p.stats.one_sided_hits),
-                static_cast<unsigned long long>(p.stats.one_sided_fallbacks),
-                static_cast<unsigned long long>(p.stats.round2_reads));
+    std::printf(
+        "%-14s %-8s read %3d%% size %2d: %10.0f txn/s (aborts %llu, GET* hits %llu, "
+        "fallbacks %llu, round-2 %llu)\n",
+        p.mode->name, p.distribution.c_str(), p.read_pct, p.txn_size, p.tps,
+        static_cast<unsigned long long>(p.aborts),
+        static_cast<unsigned long long>(p.stats.one_sided_hits),
+        static_cast<unsigned long long>(p.stats.one_sided_fallbacks),
+        static_cast<unsigned long long>(p.stats.round2_reads));
     std::fflush(stdout);
     csv << p.mode->name << ',' << p.distribution << ',' << p.read_pct << ',' << p.txn_size << ','
         << cfg.threads << ',' << p.tps << ',' << p.txns << ',' << p.aborts << ','

@@ -183,7 +183,10 @@ void RingConnection::DrainDoorbell() {
 int RingConnection::Poll(Completion* out, int max) {
   DrainDoorbell();
   Progress();
-  if (!queue_.empty()) FlushQueue();
+  if (!queue_.empty()) {
+    FlushQueue();
+    FlushOutput();  // frames the queue just wrote go now, not with the next batch
+  }
 
   if (remote_ready_.load(std::memory_order_acquire) != 0) {
     std::lock_guard<std::mutex> lock(remote_mu_);
@@ -301,7 +304,7 @@ Status RingConnection::SendV(const iovec* iov, int iovcnt) {
     Status s = WriteMessage(iov, iovcnt, total, &offset);
     if (s.ok()) {
       Bump(counters_.messages_sent, 1);
-      Progress();  // providers that batch (tcp) put the frame on the wire here
+      ProgressAfterSend();  // tcp holds the frame until a batch is full or the owner polls
       return s;
     }
     if (!s.Is(Status::Code::kBusy)) return s;
@@ -332,7 +335,7 @@ Status RingConnection::SendV(const iovec* iov, int iovcnt) {
   // offset == total cannot happen (WriteMessage returned Busy before finishing).
   queue_.push_back(std::move(out));
   Bump(counters_.messages_sent, 1);
-  Progress();
+  ProgressAfterSend();
   return Status::OK();
 }
 
@@ -423,7 +426,7 @@ bool RingConnection::Receive(MessageView* out) {
   std::atomic<uint32_t>& armed = block_.control()->armed;
   if (armed.load(std::memory_order_relaxed) != 0) armed.store(0, std::memory_order_relaxed);
   DrainDoorbell();
-  Progress();
+  ProgressInput();
   if (!queue_.empty()) FlushQueue();
   if (closed() && close_status().Is(Status::Code::kCorruption)) return false;
 
@@ -434,6 +437,7 @@ bool RingConnection::Receive(MessageView* out) {
     Status s = receiver_.Peek(&data, &size, &more);
     if (s.Is(Status::Code::kNotFound)) {
       MaybePublishCredits(/*ring_empty=*/true);
+      FlushOutput();
       return false;
     }
     if (!s.ok()) {
@@ -487,7 +491,10 @@ bool RingConnection::Arm() {
   // writes (tcp) put them on the wire there. A sender stalled on them would never wake us.
   if (held_ == Held::kNone && !receiver_.FrameReady()) MaybePublishCredits(/*ring_empty=*/true);
   Progress();
-  if (!queue_.empty()) FlushQueue();
+  if (!queue_.empty()) {
+    FlushQueue();
+    FlushOutput();  // the owner may sleep next: nothing may stay held
+  }
   if (held_ != Held::kNone || CompletionsReady() || closed()) return false;
   DrainDoorbell();
   std::atomic<uint32_t>& armed = block_.control()->armed;

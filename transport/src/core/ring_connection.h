@@ -133,6 +133,17 @@ class RingConnection : public Connection {
   virtual Status WriteCredits(uint64_t consumed) = 0;
   // Drives the provider without blocking.
   virtual void Progress() = 0;
+  // What Send and Receive drive. Providers that batch output (tcp) hold it back here, so
+  // that messages sent in a row, or replies to messages received in a row, leave together:
+  //   ProgressAfterSend  after Send/SendV wrote a message (default: Progress);
+  //   ProgressInput      at the start of Receive: take input, output may wait (default:
+  //                      Progress);
+  //   FlushOutput        when Receive finds nothing more to return: the owner is about to
+  //                      poll, sleep or do other work, so what it sent must go now.
+  // Poll, Arm (and so Wait) call Progress, which must put everything on the wire.
+  virtual void ProgressAfterSend() { Progress(); }
+  virtual void ProgressInput() { Progress(); }
+  virtual void FlushOutput() {}
   // Runs inside Arm() after `armed` is set: false when the provider already has work (the
   // owner must not sleep). May adjust what the epoll set watches.
   virtual bool ArmProvider() { return true; }

@@ -111,6 +111,9 @@ void TcpConnection::OnClose() {
 }
 
 void TcpConnection::Close() {
+  // What the owner sent last (held for a batch) still goes, as far as the socket takes it
+  // without waiting.
+  if (!closed()) FlushTx();
   RingConnection::Close();
   stop_.store(true, std::memory_order_release);
   if (responder_.joinable()) {

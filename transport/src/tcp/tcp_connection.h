@@ -8,6 +8,12 @@
 // threads). One stream, applied in order: writes from one connection land in the order they
 // were posted.
 //
+// Batching: everything (requests, frames, responses) is appended to one output buffer and
+// sent with one send() when the owner polls, arms, finds nothing more to receive, or the
+// buffer passes 64 KiB; credits and responses to the peer's requests go at once. Messages
+// sent in a row, and replies to a run of received messages, thus share a system call and
+// wake the peer once, not once per message.
+//
 // Files: tcp_transport.cpp (listen/connect), tcp_connection.cpp (set-up and closing),
 // tcp_datapath.cpp (posting, ring writes, progress), tcp_responder.cpp (the target side).
 #pragma once
@@ -52,6 +58,9 @@ class TcpConnection final : public RingConnection {
                     size_t body_len) override;
   Status WriteCredits(uint64_t consumed) override;
   void Progress() override;
+  void ProgressAfterSend() override;
+  void ProgressInput() override;
+  void FlushOutput() override;
   bool ArmProvider() override;
   void OnClose() override;
   size_t UnsentBytes() const override;
@@ -81,6 +90,11 @@ class TcpConnection final : public RingConnection {
   Status ServeWrite(const wire::Op& op);
   Status ApplyFrame(const wire::Op& op);
   Status ApplyWriteU64(const wire::Op& op);
+  // Where a ring frame or credit write of len bytes at offset lands: our own block (the
+  // only target a well-behaved peer uses) is checked against its registration without the
+  // Memory's lock, which every connection of the process shares; anything else goes through
+  // Memory::Resolve. Either way the region check of core/region.h decides.
+  Status ResolveRingWrite(const wire::Op& op, uint64_t len, std::shared_ptr<const void>* pin);
   Status Complete(const wire::Op& op);
   void ResponderMain();
 
@@ -104,11 +118,14 @@ class TcpConnection final : public RingConnection {
   size_t tx_head_ = 0;
   std::atomic<bool> tx_pending_{false};
   bool watching_out_ = false;  // inline: epoll set also waits for room to send
+  bool batch_full_ = false;    // owner thread: the last frame filled a batch (flush after Send)
 
   std::mutex pending_mu_;
   std::deque<PendingOp> pending_;  // in request order: the peer answers in order
   bool pending_failed_ = false;
   uint64_t next_request_ = 1;
+
+  bool responses_pending_ = false;  // ServeInput appended responses to the peer's requests
 
   std::vector<uint8_t> rx_;
   size_t rx_head_ = 0;

@@ -75,6 +75,7 @@ Status TcpConnection::WriteFrame(uint64_t position, uint64_t size_field, const i
       }
       *d = ring::kIndicator;
     }
+    batch_full_ = tx_.size() - tx_head_ >= kFlushThreshold;
   }
   tx_pending_.store(true, std::memory_order_release);
   return Status::OK();
@@ -86,6 +87,9 @@ Status TcpConnection::WriteCredits(uint64_t consumed) {
     wire::AppendWriteU64(peer_block_, BlockLayout::CreditOffset(peer_ring_bytes_), consumed, &tx_);
   }
   tx_pending_.store(true, std::memory_order_release);
+  // A sender may be stalled on these: they go now, not with the next batch (once per
+  // quarter ring, so this costs little).
+  FlushTx();
   return Status::OK();
 }
 
@@ -128,6 +132,25 @@ void TcpConnection::Progress() {
   if (closed()) return;
   if (!responder_mode_) ServeInput();
   FlushTx();
+}
+
+void TcpConnection::ProgressAfterSend() {
+  // The frame waits for more unless the batch is full: the owner's next Poll, Arm, Wait or
+  // empty Receive sends it (a Send is never left behind by an owner that keeps to the
+  // contract: it must drive the connection to get anything back).
+  if (batch_full_) {
+    batch_full_ = false;
+    FlushTx();
+  }
+}
+
+void TcpConnection::ProgressInput() {
+  if (closed()) return;
+  if (!responder_mode_) ServeInput();
+}
+
+void TcpConnection::FlushOutput() {
+  if (!closed()) FlushTx();
 }
 
 bool TcpConnection::ArmProvider() {

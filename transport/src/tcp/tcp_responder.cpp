@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/region.h"
 #include "ramp/log.h"
 #include "tcp/tcp_connection.h"
 
@@ -94,7 +95,10 @@ void TcpConnection::ServeInput() {
     if (!ProcessBuffered(&wake)) break;
     if (static_cast<size_t>(n) < room) break;  // drained the socket
   }
-  FlushTx();  // responses
+  // Responses to the peer's requests go at once (whatever the owner queued goes with them).
+  // The responder thread flushes after every round anyway.
+  if (responses_pending_ || responder_mode_) FlushTx();
+  responses_pending_ = false;
   if (wake && responder_mode_) NotifyOwner();
 }
 
@@ -166,6 +170,7 @@ Status TcpConnection::ServeRead(const wire::Op& op) {
     for (const Span& span : spans_) tx_.insert(tx_.end(), span.data, span.data + span.length);
   }
   tx_pending_.store(true, std::memory_order_release);
+  responses_pending_ = true;
   return Status::OK();
 }
 
@@ -187,12 +192,27 @@ Status TcpConnection::ServeWrite(const wire::Op& op) {
   std::lock_guard<std::mutex> lock(tx_mu_);
   wire::AppendResponseHeader(wire::Type::kWriteResponse, op.request_id, s, 0, &tx_);
   tx_pending_.store(true, std::memory_order_release);
+  responses_pending_ = true;
   return Status::OK();
+}
+
+Status TcpConnection::ResolveRingWrite(const wire::Op& op, uint64_t len,
+                                       std::shared_ptr<const void>* pin) {
+  const RemoteRegion& own = block_.region();
+  if (op.target.id == own.id) {
+    // Our block: registered at set-up, deregistered only when this connection is destroyed
+    // (after the responder stopped), one contiguous allocation.
+    RAMP_RETURN_IF_ERROR(CheckRegionAccess(own, op.target, op.offset, len, kAccessWrite));
+    spans_.clear();
+    if (len > 0) spans_.push_back(Span{block_.ring() + op.offset, len});
+    return Status::OK();
+  }
+  return memory_->Resolve(op.target, op.offset, len, kAccessWrite, &spans_, pin);
 }
 
 Status TcpConnection::ApplyFrame(const wire::Op& op) {
   std::shared_ptr<const void> pin;
-  Status s = memory_->Resolve(op.target, op.offset, op.data_length, kAccessWrite, &spans_, &pin);
+  Status s = ResolveRingWrite(op, op.data_length, &pin);
   if (!s.ok()) return Status::Corruption("ring frame refused: " + s.message());
   uint8_t* lead = CopyIntoSpans(spans_, op.data, ring::kLeadOffset);
   // The lead indicator last, with release: the receiver that sees it sees the frame.
@@ -202,7 +222,7 @@ Status TcpConnection::ApplyFrame(const wire::Op& op) {
 
 Status TcpConnection::ApplyWriteU64(const wire::Op& op) {
   std::shared_ptr<const void> pin;
-  Status s = memory_->Resolve(op.target, op.offset, 8, kAccessWrite, &spans_, &pin);
+  Status s = ResolveRingWrite(op, 8, &pin);
   if (!s.ok()) return Status::Corruption("credit write refused: " + s.message());
   if (spans_.size() != 1 || reinterpret_cast<uintptr_t>(spans_[0].data) % 8 != 0) {
     return Status::Corruption("credit write to a misaligned or split word");

@@ -94,6 +94,9 @@ class Connection {
   // that Poll/Receive flush as credits come back (messages are delivered in order). Busy
   // only when that queue already holds TransportOptions::max_queued_bytes; TooLarge above
   // max_message_bytes().
+  // A provider may hold a sent message back to batch it with the next ones (tcp does): it
+  // leaves at the latest at the next Poll, Arm or Wait, when Receive finds nothing more to
+  // return, or at Close. An owner that drives the connection to get its answer loses nothing.
   virtual Status Send(const void* data, size_t len) = 0;
   virtual Status SendV(const iovec* iov, int iovcnt) = 0;
   // Bytes waiting in the outgoing queue.
