@@ -100,6 +100,9 @@ void Session::Open() {
   options.wait_hook = WaitHook;
   options.debug_commit_delay_us = guc::debug_commit_delay_us;
   options.address_cache = SharedAddressCache();
+  // A commit brings back where its rows now live: the next read of them, by any backend of
+  // this server, is one-sided.
+  options.learn_commit_addresses = true;
   std::unique_ptr<ramp::Client> client;
   s = ramp::Client::Open(options, &client);
   if (!s.ok()) {

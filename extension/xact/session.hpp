@@ -70,14 +70,21 @@ class Session {
   void EndTransaction() noexcept;
 
   // Keys and bytes a keyspace holds on the cluster (the sum over its partitions, from
-  // Client::Partitions), from a cache refreshed when older than max_age; the cache is
-  // dropped when this backend commits writes, so that its own load shows at once.
+  // Client::Partitions), from a cache refreshed when older than max_age. A commit of this
+  // backend adds its new rows to the cache (AddOwnRows), so that its own load shows at once
+  // without asking every server again (which cost the next plan two round trips per server,
+  // in every pgbench transaction).
   struct KeyspaceSize {
     uint64_t keys = 0;
     uint64_t bytes = 0;
   };
   KeyspaceSize SizeOf(ramp::KeyspaceId ks, std::chrono::milliseconds max_age);
-  void ForgetSizes() { sizes_at_ = {}; }
+  void AddOwnRows(ramp::KeyspaceId ks, uint64_t rows, uint64_t bytes) {
+    if (sizes_at_ == std::chrono::steady_clock::time_point{} || rows == 0) return;
+    KeyspaceSize& size = sizes_[ks];
+    size.keys += rows;
+    size.bytes += bytes;
+  }
 
  private:
   Session() = default;

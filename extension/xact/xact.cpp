@@ -51,6 +51,9 @@ void ReleaseRowLocks() noexcept {
   current->locked_latest.clear();
 }
 
+// About what a server's record costs beyond the row's value (header, key, alignment).
+constexpr uint64_t kRecordOverheadBytes = 72;
+
 // Sends the buffered writes as one RAMP transaction (PREPARE everywhere, then COMMIT): the
 // batch goes to the client as it is (Client::Write encodes the keys and defines the
 // keyspaces; the values are not copied again).
@@ -79,8 +82,19 @@ void CommitWrites(ramp::WriteBatch& writes) {
        spins++) {
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
+  // The next plan sees this transaction's new rows: a key (and a record, about its value
+  // and a header) each, as the servers count them. Deleted rows stay keys for a while there.
+  for (const auto& [id, ks] : writes.keyspaces()) {
+    uint64_t rows = 0, bytes = 0;
+    for (const auto& [key, w] : ks.entries()) {
+      if (w.inserted && !w.deleted && !w.in_place && !w.has_expected) {
+        rows++;
+        bytes += w.value.size() + kRecordOverheadBytes;
+      }
+    }
+    session.AddOwnRows(id, rows, bytes);
+  }
   writes.Clear();
-  session.ForgetSizes();  // the next plan sees this transaction's rows
 }
 
 // Test only (ramp.debug_immv_separate_put_ms): breaks the atomicity of materialized views on

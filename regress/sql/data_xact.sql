@@ -195,6 +195,23 @@ INSERT INTO acct VALUES (5002, 'negative', -1, 1);
 INSERT INTO acct VALUES (1, 'duplicate key', 1, 1);
 UPDATE acct SET owner = NULL WHERE id = 1;
 
+-- A commit keeps the backend's cached table sizes (adding its own new rows): the next plan
+-- does not ask every server for its partitions and migrations again (that was two requests
+-- per server in every pgbench transaction). Two one-row UPDATE transactions sent 14 requests
+-- here (reads, intent, PREPARE, COMMIT, release); more than 20 when every commit dropped it.
+CREATE TABLE ops_t (id int PRIMARY KEY, v int) USING ramp;
+INSERT INTO ops_t VALUES (1, 0);
+CREATE FUNCTION server_ops() RETURNS bigint LANGUAGE sql AS
+  $$ SELECT sum(ops)::bigint FROM ramp.cluster_status() $$;
+UPDATE ops_t SET v = v + 1 WHERE id = 1;
+SELECT server_ops() AS u0 \gset
+BEGIN; UPDATE ops_t SET v = v + 1 WHERE id = 1; COMMIT;
+BEGIN; UPDATE ops_t SET v = v + 1 WHERE id = 1; COMMIT;
+SELECT server_ops() AS u1 \gset
+SELECT :u1 - :u0 - 3 <= 20 AS few_requests_per_commit, v FROM ops_t;
+DROP TABLE ops_t;
+DROP FUNCTION server_ops();
+
 DROP TABLE acct, acct_heap;
 DROP FUNCTION twin_diff(text, text, text);
 DROP EXTENSION dblink;

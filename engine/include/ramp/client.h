@@ -70,9 +70,8 @@ struct ClientOptions {
   // host may share one (AttachSharedAddressCache) so that an address one learnt serves all.
   std::shared_ptr<AddressCache> address_cache;
   // COMMITs ask for the addresses of what they wrote (COMMIT_ADDRESSES) and put them into the
-  // address cache. Off by default: with it on, pgbench TPC-B through PostgreSQL lost rows of
-  // pgbench_history in about 1 run of 7 (regress/itest/pgbench_invariants.sh: 64 rows, two
-  // row-id ranges handed out twice); not understood yet, so nothing turns it on but tests.
+  // address cache. Off by default (a client with a private cache and no reads of what it
+  // writes gains nothing); PostgreSQL's clients turn it on.
   bool learn_commit_addresses = false;
 };
 

@@ -240,6 +240,9 @@ Status RoundOne(Client::Impl& c, std::vector<ReadSlot>& slots, const Timestamp& 
         if (s.one_sided && s.one_sided_done &&
             AcceptOneSided(s, snapshot, c.options.debug_trust_one_sided)) {
           hits++;
+          // No reply header brought the server's clock: the version's own timestamp is what
+          // this client's clock must pass (a conditional write of it must get a later one).
+          c.clock.Observe(s.ts.time);
           c.stats.one_sided_hits++;
           c.one_sided_load[s.part]++;
           c.one_sided_unreported++;

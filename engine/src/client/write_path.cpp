@@ -223,6 +223,11 @@ Status RampCommit(Client::Impl& c, std::span<const WriteItem> writes, Timestamp*
   std::vector<std::string> metadata(writes.size());
   for (size_t i = 0; i < writes.size(); i++) ItemMetadata(meta, i, &metadata[i]);
 
+  // A conditional write replaces the version it read: its timestamp must be above that one
+  // (servers refuse it otherwise, as a version that would never become current).
+  for (const WriteItem& w : writes) {
+    if (w.has_expected) c.clock.Observe(w.expected.time);
+  }
   const CommitDeadline deadline(c);
   constexpr int kMaxMoves = 64;
   int moves = 0;

@@ -97,7 +97,8 @@ class Store {
   //  - Conflict: an item with kWriteHasExpected whose key's latest committed timestamp differs
   //    from expected, or whose key has another transaction's version prepared and undecided;
   //  - Aborted: ts is at or below the partition's scan watermark, or ts was already decided
-  //    aborted (termination fence); err->watermark says what to exceed;
+  //    aborted (termination fence), or ts is not above the expected version of an item with
+  //    kWriteHasExpected (it would never become current); err->watermark says what to exceed;
   //  - TooLarge: a key over 65535 bytes, a version over 32 MiB (kMaxRecordBytes);
   //  - Corruption: malformed metadata;
   //  - NoSpace: the memory budget is exhausted and nothing can be reclaimed; Busy: it is

@@ -225,6 +225,23 @@ TEST_F(RampStoreTest, ConflictsNeedExpectedTimestamps) {
   EXPECT_TRUE(Prepare(Ts(40), Part(), "x", "f", {}, kExpect, Ts(20)).ok());
 }
 
+// A conditional write at a timestamp below the version it read would commit "late" (never
+// the current version) while its writer is told it committed: a lost update (a counter
+// handed out one value twice). It is refused with the version to exceed.
+TEST_F(RampStoreTest, ConditionalWriteBelowTheVersionItReplacesIsRefused) {
+  Put(Ts(20), "counter", "7");
+  WriteItem item{Part(), "counter", "8", kWriteHasExpected, Ts(20), {}};
+  WriteError err;
+  Status s = store_->Prepare(Ts(15), std::span(&item, 1), &err);
+  EXPECT_TRUE(s.Is(Status::Code::kAborted)) << s.ToString();
+  EXPECT_EQ(err.watermark, Ts(20));
+  EXPECT_EQ(Get("counter").value, "7");
+  // Above it: fine, and it is the current version after COMMIT.
+  ASSERT_TRUE(Prepare(Ts(21), Part(), "counter", "8", {}, kWriteHasExpected, Ts(20)).ok());
+  ASSERT_TRUE(Commit(Ts(21)).ok());
+  EXPECT_EQ(Get("counter").value, "8");
+}
+
 TEST_F(RampStoreTest, PrepareAtOrBelowTheWatermarkIsRefused) {
   ASSERT_TRUE(Prepare(Ts(10), Part(), "pending", "v").ok());
   ASSERT_TRUE(Prepare(Ts(30), Part(), "later", "v").ok());

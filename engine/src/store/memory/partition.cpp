@@ -81,7 +81,20 @@ Status Partition::Prepare(const Timestamp& ts, std::span<const WriteItem> items,
       return Status::Aborted("transaction " + ts.ToString() + " already committed in " +
                              id_.ToString() + " without this key");
     }
-    if (item.flags & kWriteHasExpected) RAMP_RETURN_IF_ERROR(CheckConflict(slot, item));
+    if (item.flags & kWriteHasExpected) {
+      RAMP_RETURN_IF_ERROR(CheckConflict(slot, item));
+      // A conditional write must become the key's current version: at a timestamp below the
+      // one it replaces it would commit "late" (never current) and its writer, told it
+      // committed, would have lost its update (a counter read one-sided by a client whose
+      // clock is behind the version's writer handed out one value twice). Refused like a
+      // timestamp below the watermark: the client retries above that version.
+      if (ts <= item.expected) {
+        err->watermark = item.expected;
+        return Status::Aborted("timestamp " + ts.ToString() + " is not above " +
+                               item.expected.ToString() +
+                               ", the version this conditional write replaces");
+      }
+    }
     std::vector<PartitionId> siblings;
     if (txn == nullptr) {
       // All items of a transaction name the same partitions: the first one tells.
