@@ -117,7 +117,7 @@ Status RequestHandler::HandleNow(Session& session, std::string_view message, std
     case Op::kMigrations:
       return OnMigrations(h, reply);
     case Op::kMigrateCtl:
-      return OnMigrateCtl(h, body, reply);
+      return OnMigrateCtl(session, h, body, reply);
     case Op::kLoadReport: {
       protocol::LoadReport r;
       RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &r));
