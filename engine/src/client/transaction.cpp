@@ -18,6 +18,7 @@ Transaction::~Transaction() {
 }
 
 std::unique_ptr<Transaction> Client::Begin() {
+  impl_->TakePushes();
   return std::unique_ptr<Transaction>(new Transaction(this));
 }
 

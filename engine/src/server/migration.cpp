@@ -381,11 +381,13 @@ void Migrations::Complete(const MigrationState& m, const Clock::time_point* star
         total_s > 0 ? bytes / 1048576.0 / total_s : 0.0,
         std::chrono::duration<double, std::milli>(now - *paused).count());
   }
+  // The sharers hear of the new owner now that it serves (paper 004's cutover).
+  const size_t told = ctx_->directory->PushPlacement(m.part, ctx_->clock->Peek());
   if (!CtlUntilApplied(m.source, MigrateCtl{MigrateAction::kDrop, m.part, 0, 0, 0})) return;
   Status st = ctx_->directory->SetPhase(m.part, MigrationPhase::kDone);
-  RAMP_INFO("migration of %s from node %u to node %u done (epoch %llu)%s%s",
+  RAMP_INFO("migration of %s from node %u to node %u done (epoch %llu, %zu sharers told)%s%s",
             m.part.ToString().c_str(), m.source, m.target,
-            static_cast<unsigned long long>(m.new_epoch), st.ok() ? "" : ": ",
+            static_cast<unsigned long long>(m.new_epoch), told, st.ok() ? "" : ": ",
             st.ok() ? "" : st.ToString().c_str());
 }
 
@@ -401,6 +403,8 @@ void Migrations::RollBack(const MigrationState& m, const std::string& why, bool 
   Status st = ctx_->directory->SetPhase(m.part, MigrationPhase::kRolledBack, why,
                                         source_released ? epoch : 0);
   if (!st.ok()) RAMP_ERROR("migration of %s: %s", m.part.ToString().c_str(), st.ToString().c_str());
+  // The source serves again at a new epoch: the sharers hear of it.
+  if (st.ok() && source_released) (void)ctx_->directory->PushPlacement(m.part, ctx_->clock->Peek());
 }
 
 // ---- the rebalancer -------------------------------------------------------------------------

@@ -129,6 +129,7 @@ Status RequestHandler::HandleNow(Session& session, std::string_view message, std
     }
     case Op::kScanNext:
     case Op::kScanClose:
+    case Op::kPlacement:  // server to client only
       ErrorReply(h, Status::NotSupported(std::string(protocol::OpName(op)) + " is not served here"),
                  reply);
       return Status::OK();
@@ -324,6 +325,7 @@ Status RequestHandler::OnLookup(Session& s, const Header& h, std::string_view bo
   protocol::LookupRequest req;
   RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &req));
   protocol::LookupReply r;
+  ctx_->directory->NoteRoute(s.client_id, post_, s.id);  // where PLACEMENT pushes go
   for (const auto& p : req.partitions) {
     if (!ctx_->directory->IsHome(p)) {
       ErrorReply(h,
