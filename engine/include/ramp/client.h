@@ -245,6 +245,8 @@ class Transaction {
  private:
   friend class Client;
   explicit Transaction(Client* client);
+  // GetAll's work, into out[0 .. items.size()) (Get needs no vector).
+  Status GetInto(std::span<const ReadItem> items, ReadResult* out);
   Client* client_;
   std::unique_ptr<State> state_;
 };
