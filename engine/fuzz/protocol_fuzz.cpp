@@ -64,6 +64,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)Decode(body, count, &m);
       LookupReply r;
       (void)Decode(body, count, &r);
+      PlacementPush push;
+      if (Decode(body, count, &push).ok()) {
+        std::string out;
+        Encode(push, &out);
+        PlacementPush again;
+        if (!Decode(out, static_cast<uint32_t>(push.entries.size()), &again).ok() ||
+            again.entries != push.entries) {
+          __builtin_trap();
+        }
+      }
       break;
     }
     case 6: {

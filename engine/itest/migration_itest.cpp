@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "checker/atomicity_checker.h"
+#include "client/client_impl.h"
 #include "itest_util.h"
 #include "ramp/rebalance.h"
 #include "test_cluster.h"
@@ -43,9 +44,10 @@ Status Get(Client* c, KeyspaceId ks, const std::string& key, std::string* value,
 }
 
 std::unique_ptr<Client> Open(const TestCluster& tc, Provider p, ReadPath r, WritePath w,
-                             bool trust = false) {
+                             bool trust = false, bool deaf = false) {
   ClientOptions o = tc.ClientOptionsFor(p, r, w);
   o.debug_trust_one_sided = trust;
+  o.debug_ignore_placement_pushes = deaf;
   std::unique_ptr<Client> c;
   Status st = Client::Open(o, &c);
   EXPECT_TRUE(st.ok()) << st.ToString();
@@ -240,7 +242,9 @@ TEST(MigrationRoomTest, RefusesATargetWithoutRoom) {
 // checks switched off (the injected bug) it returns the stale value.
 void StaleAddressCase(TestCluster& tc, KeyspaceId ks, bool trust, bool reuse, std::string* got) {
   auto writer = Open(tc, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
-  auto reader = Open(tc, Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus, trust);
+  // A reader that misses the home's push of the new placement (as a vanished or slow sharer
+  // would): only the one-sided checks stand between it and the old copy.
+  auto reader = Open(tc, Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus, trust, true);
   const std::string k = KeyOnNode(ks, 1, 3);
   const PartitionId p{ks, BucketOf(k, kDefaultBuckets)};
   ASSERT_TRUE(Put(writer.get(), ks, k, "old-value").ok());
@@ -281,6 +285,64 @@ TEST_F(MigrationTest, WithoutTheChecksAStaleAddressReturnsOldMemory) {
   std::string got;
   StaleAddressCase(*cluster_, 0x4D30, true, false, &got);
   EXPECT_NE(got, "new-value") << "the injected bug (no one-sided checks) went unnoticed";
+}
+
+// At a cutover the home pushes the new owner and epoch to the partition's sharers (paper
+// 004): a sharer's next request goes straight to the new owner, without a MOVED. Sharers
+// that vanished (a closed client) or never read (a client left idle) do not hold the move.
+// A sharer that misses the push (debug_ignore_placement_pushes) still meets MOVED.
+TEST_F(MigrationTest, TheHomePushesTheNewOwnerToItsSharers) {
+  const KeyspaceId ks = 0x4D50;
+  auto admin = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  const std::string k = KeyOnNode(ks, 1, 3);
+  const PartitionId p{ks, BucketOf(k, kDefaultBuckets)};
+  ASSERT_TRUE(Put(admin.get(), ks, k, "before").ok());
+  std::vector<std::unique_ptr<Client>> live;
+  live.push_back(Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc));
+  live.push_back(Open(*cluster_, Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus));
+  auto deaf = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc, false, true);
+  auto idle = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  auto gone = Open(*cluster_, Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus);
+  std::string v;
+  bool found = false;
+  for (Client* c : {live[0].get(), live[1].get(), deaf.get(), idle.get(), gone.get()}) {
+    ASSERT_TRUE(Get(c, ks, k, &v, &found).ok());  // LOOKUP at the home: a sharer
+    ASSERT_TRUE(Get(c, ks, k, &v, &found).ok());
+    ASSERT_EQ(v, "before");
+  }
+  gone.reset();  // vanished; idle is never polled again
+  uint64_t epoch = 0;
+  ASSERT_TRUE(admin->MigratePartition(p, 2).ok());
+  ASSERT_EQ(Owners(admin.get(), p, &epoch), std::vector<uint32_t>{2});
+  ASSERT_TRUE(Put(admin.get(), ks, k, "after").ok());
+  std::string last = "after";
+  for (auto& c : live) {
+    // The push is taken when the client next polls its connections (Client::Begin does,
+    // once per coarse clock tick): wait for it.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (c->impl()->EpochOf(p) != epoch && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      (void)c->Begin();
+    }
+    ASSERT_EQ(c->impl()->EpochOf(p), epoch) << "the new placement was not pushed";
+    ASSERT_EQ(c->impl()->OwnerOf(p), 2u);
+    EXPECT_GE(c->stats().placements_pushed, 1u);
+    const uint64_t moved = c->stats().moved_replies;
+    ASSERT_TRUE(Get(c.get(), ks, k, &v, &found).ok());
+    EXPECT_EQ(v, last);
+    last = "by-a-sharer-" + std::to_string(c->stats().placements_pushed) + v;
+    ASSERT_TRUE(Put(c.get(), ks, k, last).ok());
+    EXPECT_EQ(c->stats().moved_replies, moved) << "a MOVED round trip despite the push";
+  }
+  // The sharer that missed the push is sent on by MOVED, as before.
+  const uint64_t moved = deaf->stats().moved_replies;
+  ASSERT_TRUE(Get(deaf.get(), ks, k, &v, &found).ok());
+  EXPECT_EQ(v, last);
+  EXPECT_GT(deaf->stats().moved_replies, moved);
+  EXPECT_EQ(deaf->stats().placements_pushed, 0u);
+  // The idle one too reads the new value.
+  ASSERT_TRUE(Get(idle.get(), ks, k, &v, &found).ok());
+  EXPECT_EQ(v, last);
 }
 
 // Scans (remote page I/O) while the keyspace's partitions move: a partition that moves while

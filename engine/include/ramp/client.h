@@ -64,6 +64,9 @@ struct ClientOptions {
   // that it is the current version of the key at the expected epoch, so that a test can
   // show the checks are what keeps stale and reused memory out.
   bool debug_trust_one_sided = false;
+  // Debug switch (tests): PLACEMENT pushes from the homes are dropped unread, as by a
+  // sharer that missed them, so that a test can show what a stale cached placement meets.
+  bool debug_ignore_placement_pushes = false;
   // Client id (unique in the cluster; 0 = draw a random one).
   uint64_t client_id = 0;
   // Where GET* addresses are kept: null = a cache private to this client. Clients of one
@@ -115,13 +118,14 @@ struct ClientStats {
   uint64_t round2_reads = 0;         // items fetched by timestamp in round 2
   uint64_t read_retries = 0;         // whole reads retried (round-2 miss)
   uint64_t moved_replies = 0;
-  uint64_t commit_retries = 0;  // PUTs retried with a fresh timestamp
-  uint64_t sleeps = 0;          // waits that slept in epoll
-  uint64_t sleep_timeouts = 0;  // ... and woke by timeout rather than a doorbell
+  uint64_t placements_pushed = 0;  // new placements the homes pushed at cutovers (taken)
+  uint64_t commit_retries = 0;     // PUTs retried with a fresh timestamp
+  uint64_t sleeps = 0;             // waits that slept in epoll
+  uint64_t sleep_timeouts = 0;     // ... and woke by timeout rather than a doorbell
 };
 
 class Client;
-class ReadSession;  // ramp/read_session.h
+class ReadSession;        // ramp/read_session.h
 struct RebalanceOptions;  // ramp/rebalance.h
 struct RebalancePlan;
 
@@ -240,6 +244,8 @@ class Transaction {
  private:
   friend class Client;
   explicit Transaction(Client* client);
+  // GetAll's work, into out[0 .. items.size()) (Get needs no vector).
+  Status GetInto(std::span<const ReadItem> items, ReadResult* out);
   Client* client_;
   std::unique_ptr<State> state_;
 };

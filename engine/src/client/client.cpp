@@ -242,8 +242,12 @@ void Client::Impl::ReportLoad() {
 }
 
 void Client::Impl::MoveBackoff(int attempt) const {
+  // A cutover holds a partition's writes for a few milliseconds: retried every millisecond
+  // at first (a coarser step would stretch the stall the writer sees), then more slowly;
+  // the kMaxMoves retries of a request wait about 0.9 s in all.
   if (attempt < 2) return;
-  std::this_thread::sleep_for(std::chrono::milliseconds(std::min(20, attempt)));
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(attempt < 12 ? 1 : std::min(20, attempt - 10)));
 }
 
 Status Client::Impl::ResolveOwners(std::span<const PartitionId> parts) {

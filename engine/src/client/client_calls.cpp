@@ -3,6 +3,8 @@
 // A backend must never block without looking at its interrupt flags: every wait here
 // follows the library's one wait policy (client/node_channel.h: poll, spin a few rounds,
 // sleep on the doorbells for a few milliseconds at most, call the wait hook, deadline).
+#include <time.h>
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -108,6 +110,12 @@ Status Client::Impl::Progress(uint32_t node, ChannelKind kind, bool* did) {
       return Status::OK();
     }
     clock.Observe(h.clock);
+    if (h.request_id == 0 && h.base_op() == protocol::Op::kPlacement) {
+      // Unasked: a home telling its sharers of a cutover.
+      TakePlacements(h, bytes.substr(protocol::kHeaderBytes));
+      conn->Release();
+      continue;
+    }
     auto it = calls.find(h.request_id);
     if (it != calls.end() && !it->second.done) {
       it->second.done = true;
@@ -122,6 +130,34 @@ Status Client::Impl::Progress(uint32_t node, ChannelKind kind, bool* did) {
     *did = true;
   }
   return Status::OK();
+}
+
+void Client::Impl::TakePlacements(const protocol::Header& h, std::string_view body) {
+  if (options.debug_ignore_placement_pushes) return;
+  protocol::PlacementPush push;
+  if (!protocol::Decode(body, h.count, &push).ok()) return;  // best effort: MOVED still works
+  for (const auto& [p, pl] : push.entries) {
+    if (pl.owner >= nodes.size()) continue;
+    auto it = placements.find(p);
+    if (it != placements.end() && it->second.epoch >= pl.epoch) continue;
+    placements[p] = CachedPlacement{pl.owner, pl.epoch};
+    stats.placements_pushed++;
+  }
+}
+
+void Client::Impl::TakePushes() {
+  if (options.debug_ignore_placement_pushes) return;
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  const int64_t tick = int64_t{now.tv_sec} * 1000 + now.tv_nsec / 1000000;
+  if (tick == last_push_poll_ms) return;
+  last_push_poll_ms = tick;
+  for (uint32_t n = 0; n < nodes.size(); n++) {
+    for (ChannelKind k : {ChannelKind::kRpc, ChannelKind::kFast}) {
+      bool did = false;
+      if (nodes[n].channels[static_cast<int>(k)].conn() != nullptr) (void)Progress(n, k, &did);
+    }
+  }
 }
 
 Status Client::Impl::Wait(std::span<const uint64_t> ids) {

@@ -37,7 +37,6 @@ struct CachedPlacement {
   uint64_t epoch = 0;
 };
 
-
 struct KeyspaceDef {
   uint32_t buckets = kDefaultBuckets;
   bool grouped = false;
@@ -102,6 +101,13 @@ struct Client::Impl final : ChannelContext, ClusterView {
   // not know better) drops the cached entry, so that the next request asks the home.
   void NoteMoved(const PartitionId& p, uint32_t owner, uint64_t epoch);
   uint64_t EpochOf(const PartitionId& p) const;
+  // PLACEMENT pushes (a home telling its sharers of a cutover) arrive on any connection
+  // and are taken whenever it is polled. TakePushes polls every connection, at most once
+  // per tick of the coarse clock (a few ms; Client::Begin calls it), so that a cached
+  // placement is fresh before the next transaction routes by it.
+  void TakePlacements(const protocol::Header& h, std::string_view body);
+  void TakePushes();
+  int64_t last_push_poll_ms = 0;
   // Sends the one-sided reads counted so far to the partitions' owners (best effort).
   void ReportLoad();
   // Pause before retry `attempt` of a request that met a partition on the move (its

@@ -67,6 +67,7 @@ Status Client::Write(const WriteBatch& batch, Timestamp* commit_ts, uint64_t rel
 }
 
 Status Client::Write(const WriteBatch& batch, Timestamp* commit_ts) {
+  impl_->TakePushes();  // placements the homes pushed (the PUT routes by them)
   S2plLocks locks;
   locks.txn_number = impl_->next_txn++;
   Status st = CommitBatch(*impl_, batch, locks, commit_ts);

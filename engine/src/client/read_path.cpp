@@ -73,47 +73,91 @@ bool AcceptOneSided(ReadSlot& s, const Timestamp& snapshot, bool trust) {
   return true;
 }
 
+// GET*: posts a one-sided read of the slot's record if its address is cached and learnt
+// under the placement this client knows; *found: an address was cached; *node: its owner.
+bool PostOne(Client::Impl& c, ReadSlot& s, bool* found, uint32_t* node) {
+  s.one_sided = false;
+  OneSidedAddress a;
+  if (!c.addresses->Lookup(s.keyspace, s.key, &a)) return false;
+  *found = true;
+  const auto pl = c.placements.find(s.part);
+  const uint32_t owner = pl != c.placements.end() ? pl->second.owner : c.OwnerOf(s.part);
+  const uint64_t epoch = pl != c.placements.end() ? pl->second.epoch : 0;
+  NodeChannel* ch = nullptr;
+  // An address learnt under another placement (the partition moved since) is not used.
+  // It is dropped when this client knows a newer placement; an address newer than what
+  // this client knows (learnt by another client sharing the cache) stays for the others.
+  if (a.node != owner || a.placement_epoch != epoch ||
+      !c.Connected(owner, ChannelKind::kFast, &ch).ok() || ch->hello().instance != a.instance) {
+    if (a.placement_epoch <= epoch) c.addresses->Erase(s.keyspace, s.key, a);
+    return false;
+  }
+  s.address = a;
+  s.record.resize(a.length);
+  s.record_epoch = a.record_epoch;
+  s.one_sided = true;
+  s.one_sided_done = false;
+  ReadSlot* sp = &s;
+  Status st = ch->conn()->PostRead(s.record.data(), ch->hello().arena, a.offset, a.length,
+                                   [sp](const Status& done) {
+                                     sp->one_sided_done = true;
+                                     sp->one_sided_status = done;
+                                   });
+  if (!st.ok()) {
+    s.one_sided = false;  // Busy or a closed connection: the GET+ fallback handles it
+    return false;
+  }
+  c.stats.one_sided_reads++;
+  *node = owner;
+  return true;
+}
+
 // Round 1 for GET*: post one-sided reads for slots whose address is cached.
 Status PostOneSided(Client::Impl& c, std::vector<ReadSlot>& slots, std::vector<size_t>& todo,
                     std::vector<uint32_t>* nodes) {
   uint64_t found = 0;
   for (size_t i : todo) {
-    ReadSlot& s = slots[i];
-    s.one_sided = false;
-    OneSidedAddress a;
-    if (!c.addresses->Lookup(s.keyspace, s.key, &a)) continue;
-    found++;
-    const uint32_t owner = c.OwnerOf(s.part);
-    const uint64_t epoch = c.EpochOf(s.part);
-    NodeChannel* ch = nullptr;
-    // An address learnt under another placement (the partition moved since) is not used.
-    // It is dropped when this client knows a newer placement; an address newer than what
-    // this client knows (learnt by another client sharing the cache) stays for the others.
-    if (a.node != owner || a.placement_epoch != epoch ||
-        !c.Connected(owner, ChannelKind::kFast, &ch).ok() || ch->hello().instance != a.instance) {
-      if (a.placement_epoch <= epoch) c.addresses->Erase(s.keyspace, s.key, a);
-      continue;
+    bool f = false;
+    uint32_t owner = 0;
+    const bool posted = PostOne(c, slots[i], &f, &owner);
+    found += f;
+    if (posted && std::find(nodes->begin(), nodes->end(), owner) == nodes->end()) {
+      nodes->push_back(owner);
     }
-    s.address = a;
-    s.record.resize(a.length);
-    s.record_epoch = a.record_epoch;
-    s.one_sided = true;
-    s.one_sided_done = false;
-    ReadSlot* sp = &s;
-    Status st = ch->conn()->PostRead(s.record.data(), ch->hello().arena, a.offset, a.length,
-                                     [sp](const Status& done) {
-                                       sp->one_sided_done = true;
-                                       sp->one_sided_status = done;
-                                     });
-    if (!st.ok()) {
-      s.one_sided = false;  // Busy or a closed connection: the GET+ fallback handles it
-      continue;
-    }
-    c.stats.one_sided_reads++;
-    if (std::find(nodes->begin(), nodes->end(), owner) == nodes->end()) nodes->push_back(owner);
   }
   c.addresses->Count(todo.size(), found, 0, 0);
   return Status::OK();
+}
+
+// What round 1 does with a slot whose one-sided read is over: true if the record is taken;
+// false sends the slot to the request path (dropping a stale address).
+bool TakeOneSided(Client::Impl& c, ReadSlot& s, const Timestamp& snapshot, uint64_t* hits,
+                  uint64_t* fallbacks) {
+  if (s.one_sided && s.one_sided_done &&
+      AcceptOneSided(s, snapshot, c.options.debug_trust_one_sided)) {
+    (*hits)++;
+    // No reply header brought the server's clock: the version's own timestamp is what this
+    // client's clock must pass (a conditional write of it must get a later one).
+    c.clock.Observe(s.ts.time);
+    c.stats.one_sided_hits++;
+    c.one_sided_load[s.part]++;
+    c.one_sided_unreported++;
+    return true;
+  }
+  if (s.one_sided && !snapshot.zero() && s.one_sided_done && s.one_sided_status.ok()) {
+    // Possibly just newer than the snapshot: the address may still be current.
+    s.have = false;
+    s.ts = Timestamp();
+    s.value.clear();
+    s.metadata.clear();
+  } else if (s.one_sided) {
+    // Invalid bit, reused memory, or a failed read: the address is stale (GET+ below
+    // returns the current one).
+    c.stats.one_sided_fallbacks++;
+    (*fallbacks)++;
+    c.addresses->Erase(s.keyspace, s.key, s.address);
+  }
+  return false;
 }
 
 // Sends GET requests for the listed slots (grouped by owner) and takes the replies.
@@ -224,44 +268,37 @@ Status RoundOne(Client::Impl& c, std::vector<ReadSlot>& slots, const Timestamp& 
   // more (a string-keyed map insertion per key) than it ever saves.
   const bool get_star =
       c.options.read_path == ReadPath::kGetStar && slots.size() <= kMaxOneSidedItems;
+  // One key whose placement is cached (GET*'s common case): its one-sided read without
+  // the bookkeeping of a batch; if the record is not taken, the loop below asks by request.
+  bool tried_one_sided = false;
+  if (get_star && slots.size() == 1 && c.placements.count(slots[0].part) != 0) {
+    ReadSlot& s = slots[0];
+    bool found = false;
+    uint32_t node = 0;
+    const bool posted = PostOne(c, s, &found, &node);
+    c.addresses->Count(1, found, 0, 0);
+    if (posted) {
+      RAMP_RETURN_IF_ERROR(c.WaitOneSided(std::span<const uint32_t>(&node, 1)));
+      uint64_t hits = 0, fallbacks = 0;
+      const bool taken = TakeOneSided(c, s, snapshot, &hits, &fallbacks);
+      c.addresses->Count(0, 0, hits, fallbacks);
+      if (taken) return Status::OK();
+    }
+    tried_one_sided = true;
+  }
   for (int attempt = 0; attempt < kMaxMoves && !todo.empty(); attempt++) {
     c.MoveBackoff(attempt);
     std::vector<PartitionId> parts;
     for (size_t i : todo) parts.push_back(slots[i].part);
     RAMP_RETURN_IF_ERROR(c.ResolveOwners(parts));
-    if (get_star) {
+    if (get_star && !(attempt == 0 && tried_one_sided)) {
       std::vector<uint32_t> nodes;
       RAMP_RETURN_IF_ERROR(PostOneSided(c, slots, todo, &nodes));
       if (!nodes.empty()) RAMP_RETURN_IF_ERROR(c.WaitOneSided(nodes));
       std::vector<size_t> rest;
       uint64_t hits = 0, fallbacks = 0;
       for (size_t i : todo) {
-        ReadSlot& s = slots[i];
-        if (s.one_sided && s.one_sided_done &&
-            AcceptOneSided(s, snapshot, c.options.debug_trust_one_sided)) {
-          hits++;
-          // No reply header brought the server's clock: the version's own timestamp is what
-          // this client's clock must pass (a conditional write of it must get a later one).
-          c.clock.Observe(s.ts.time);
-          c.stats.one_sided_hits++;
-          c.one_sided_load[s.part]++;
-          c.one_sided_unreported++;
-          continue;
-        }
-        if (s.one_sided && !snapshot.zero() && s.one_sided_done && s.one_sided_status.ok()) {
-          // Possibly just newer than the snapshot: the address may still be current.
-          s.have = false;
-          s.ts = Timestamp();
-          s.value.clear();
-          s.metadata.clear();
-        } else if (s.one_sided) {
-          // Invalid bit, reused memory, or a failed read: the address is stale (GET+ below
-          // returns the current one).
-          c.stats.one_sided_fallbacks++;
-          fallbacks++;
-          c.addresses->Erase(s.keyspace, s.key, s.address);
-        }
-        rest.push_back(i);
+        if (!TakeOneSided(c, slots[i], snapshot, &hits, &fallbacks)) rest.push_back(i);
       }
       c.addresses->Count(0, 0, hits, fallbacks);
       todo.swap(rest);
@@ -333,6 +370,11 @@ void ComputeNeeds(const std::vector<ReadSlot>& slots, std::vector<Need>* needs) 
 // Round 2: fetch by timestamp where round 1 returned an older version than some sibling
 // says the key must have. Returns Aborted when the whole read must be retried.
 Status RoundTwo(Client::Impl& c, std::vector<ReadSlot>& slots) {
+  // One key: its own metadata names only itself (at the version read), so only what the
+  // caller requires can be newer than round 1 (ComputeNeeds would find the same).
+  if (slots.size() == 1 && (slots[0].required.zero() || !(slots[0].ts < slots[0].required))) {
+    return Status::OK();
+  }
   std::vector<Need> needs;
   ComputeNeeds(slots, &needs);
   std::vector<size_t> todo;

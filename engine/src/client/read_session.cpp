@@ -153,6 +153,7 @@ Status ReadSession::State::NoteRead(const RowRef& row, const Timestamp& ts,
 }
 
 ReadSession::ReadSession(Client* client) : client_(client), state_(std::make_unique<State>()) {
+  client->impl()->TakePushes();  // placements the homes pushed (a statement's reads route by them)
   state_->locks.txn_number = client->impl()->next_txn++;
 }
 

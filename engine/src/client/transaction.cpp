@@ -18,6 +18,7 @@ Transaction::~Transaction() {
 }
 
 std::unique_ptr<Transaction> Client::Begin() {
+  impl_->TakePushes();
   return std::unique_ptr<Transaction>(new Transaction(this));
 }
 
@@ -46,6 +47,11 @@ Status Transaction::GetAll(std::span<const ReadItem> items, std::vector<ReadResu
                             std::to_string(c.options.max_batch_items));
   }
   out->assign(items.size(), ReadResult());
+  return GetInto(items, out->data());
+}
+
+Status Transaction::GetInto(std::span<const ReadItem> items, ReadResult* out) {
+  Client::Impl& c = *client_->impl();
   std::vector<ReadSlot> slots;
   slots.reserve(items.size());
   for (size_t i = 0; i < items.size(); i++) {
@@ -53,8 +59,8 @@ Status Transaction::GetAll(std::span<const ReadItem> items, std::vector<ReadResu
     RAMP_RETURN_IF_ERROR(CheckKey(c.options, it.key));
     // Read-your-writes: a buffered write answers without asking the servers.
     if (const KeyWrite* w = state_->writes.FindKey(it.keyspace, it.key)) {
-      (*out)[i].found = !w->tombstone;
-      (*out)[i].value = w->value;
+      out[i].found = !w->tombstone;
+      out[i].value = w->value;
       continue;
     }
     ReadSlot s;
@@ -68,7 +74,7 @@ Status Transaction::GetAll(std::span<const ReadItem> items, std::vector<ReadResu
   if (slots.empty()) return Status::OK();
   RAMP_RETURN_IF_ERROR(ReadSlots(c, state_->locks, slots, state_->read_snapshot));
   for (auto& s : slots) {
-    ReadResult& r = (*out)[s.out];
+    ReadResult& r = out[s.out];
     r.ts = s.ts;
     r.found = s.have && !s.tombstone && !s.ts.zero();
     if (r.found) r.value = std::move(s.value);
@@ -95,11 +101,10 @@ Timestamp Transaction::SnapshotNow() const {
 }
 
 Status Transaction::Get(KeyspaceId keyspace, std::string_view key, ReadResult* out) {
-  ReadItem item{keyspace, key, Timestamp()};
-  std::vector<ReadResult> results;
-  RAMP_RETURN_IF_ERROR(GetAll(std::span<const ReadItem>(&item, 1), &results));
-  *out = std::move(results[0]);
-  return Status::OK();
+  if (state_->finished) return Status::InvalidArgument("transaction already finished");
+  const ReadItem item{keyspace, key, Timestamp()};
+  *out = ReadResult();
+  return GetInto(std::span<const ReadItem>(&item, 1), out);
 }
 
 Status Transaction::GetGroup(KeyspaceId keyspace, std::string_view group,

@@ -158,7 +158,14 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
     todo.clear();
     if (moved.empty()) break;
     c.MoveBackoff(attempt + 1);
+    // The home may be down for a moment (it restarts and finishes or rolls back the move):
+    // the decision waits for it within the retries, rather than being left to the servers'
+    // resolution of the transaction (its writes would stay invisible until then).
     Status resolved = c.ResolveOwners(moved);
+    while (!resolved.ok() && ++attempt + 1 < kMaxMoves) {
+      c.MoveBackoff(attempt + 1);
+      resolved = c.ResolveOwners(moved);
+    }
     if (!resolved.ok()) return resolved;
     for (const PartitionId& p : moved) todo[c.OwnerOf(p)].push_back(p);
   }

@@ -107,6 +107,7 @@ const char* OpNameOrNull(Op op) {
     case Op::kMigrateCtl: return "MIGRATE_CTL";
     case Op::kLoadReport: return "LOAD_REPORT";
     case Op::kProbe: return "PROBE";
+    case Op::kPlacement: return "PLACEMENT";
   }
   return nullptr;
 }
@@ -476,6 +477,27 @@ Status Decode(std::string_view body, uint32_t count, LookupReply* out) {
     if (!r.GetU32(&p.owner) || !r.GetU64(&p.epoch)) return Truncated("LOOKUP reply");
   }
   return r.ExpectEnd("LOOKUP reply");
+}
+
+void Encode(const PlacementPush& m, std::string* out) {
+  StringByteWriter w(out);
+  for (const auto& [p, pl] : m.entries) {
+    PutPart(w, p);
+    w.PutU32(pl.owner);
+    w.PutU64(pl.epoch);
+  }
+}
+
+Status Decode(std::string_view body, uint32_t count, PlacementPush* out) {
+  ByteReader r(body);
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), kPartBytes + 12, "PLACEMENT"));
+  out->entries.resize(count);
+  for (auto& [p, pl] : out->entries) {
+    if (!GetPart(r, &p) || !r.GetU32(&pl.owner) || !r.GetU64(&pl.epoch)) {
+      return Truncated("PLACEMENT");
+    }
+  }
+  return r.ExpectEnd("PLACEMENT");
 }
 
 // ---- strict two-phase locking --------------------------------------------------------------

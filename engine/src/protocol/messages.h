@@ -56,6 +56,8 @@ enum class Op : uint16_t {
   kMigrateCtl = 52,   // server to server: one step of a migration (home to source/target)
   kLoadReport = 53,   // a client's one-sided (GET*) reads per partition, which servers never see
   kProbe = 54,        // connect to these nodes' advertised endpoints now and say how it went
+  kPlacement = 55,    // home to client, unasked: new placements of partitions it looked up
+                      // (sent as a reply to request id 0; PlacementPush)
 };
 
 const char* OpName(Op op);
@@ -235,6 +237,7 @@ struct LookupRequest {
 struct Placement {
   uint32_t owner = 0;
   uint64_t epoch = 0;
+  bool operator==(const Placement&) const = default;
 };
 struct LookupReply {
   std::vector<Placement> placements;
@@ -243,6 +246,14 @@ void Encode(const LookupRequest& m, std::string* out);
 Status Decode(std::string_view body, uint32_t count, LookupRequest* out);
 void Encode(const LookupReply& m, std::string* out);
 Status Decode(std::string_view body, uint32_t count, LookupReply* out);
+// PLACEMENT: at a cutover the home tells the partition's sharers (clients that looked it
+// up) its new owner and epoch, so that their next request goes there without a MOVED.
+// Header: op kPlacement | kReplyBit, request id 0, count = entries.
+struct PlacementPush {
+  std::vector<std::pair<PartitionId, Placement>> entries;
+};
+void Encode(const PlacementPush& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, PlacementPush* out);
 
 // ---- strict two-phase locking (baseline) ---------------------------------------------------
 inline constexpr uint8_t kLockShared = 0;

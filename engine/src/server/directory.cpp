@@ -171,6 +171,38 @@ protocol::Placement Directory::EntryOf(const PartitionId& p) const {
   return protocol::Placement{it->second.owner, it->second.epoch};
 }
 
+void Directory::NoteRoute(uint64_t sharer, std::shared_ptr<const DeferredReply::PostFn> post,
+                          uint64_t session) {
+  std::lock_guard lock(routes_mu_);
+  Route& r = routes_[sharer];
+  if (r.session == session && r.post == post) return;
+  r.post = std::move(post);
+  r.session = session;
+}
+
+size_t Directory::PushPlacement(const PartitionId& p, uint64_t clock) {
+  const std::vector<uint64_t> sharers = Sharers(p);
+  if (sharers.empty()) return 0;
+  protocol::PlacementPush push;
+  push.entries.emplace_back(p, EntryOf(p));
+  protocol::Header h;
+  h.op = static_cast<uint16_t>(protocol::Op::kPlacement) | protocol::kReplyBit;
+  h.count = 1;
+  h.clock = clock;
+  std::string msg;
+  protocol::EncodeHeader(h, &msg);
+  protocol::Encode(push, &msg);
+  size_t sent = 0;
+  std::lock_guard lock(routes_mu_);
+  for (uint64_t c : sharers) {
+    auto it = routes_.find(c);
+    if (it == routes_.end() || it->second.post == nullptr) continue;
+    (*it->second.post)(it->second.session, msg);  // into the worker's mailbox: never blocks
+    sent++;
+  }
+  return sent;
+}
+
 std::vector<uint64_t> Directory::Sharers(const PartitionId& p) const {
   std::shared_lock lock(mu_);
   auto it = entries_.find(p);

@@ -25,6 +25,7 @@
 
 #include "protocol/messages.h"
 #include "ramp/types.h"
+#include "server/deferred_reply.h"
 
 namespace ramp::store {
 class Env;
@@ -85,6 +86,14 @@ class Directory {
   protocol::Placement Lookup(const PartitionId& p, uint64_t sharer);
   std::vector<uint64_t> Sharers(const PartitionId& p) const;
   protocol::Placement EntryOf(const PartitionId& p) const;  // without recording a sharer
+  // Where the home reaches a sharer: the session its last LOOKUP came on (kept in memory
+  // only; a restarted home's sharers hear of moves by MOVED, as before).
+  void NoteRoute(uint64_t sharer, std::shared_ptr<const DeferredReply::PostFn> post,
+                 uint64_t session);
+  // At a cutover: PLACEMENT with p's entry to every sharer of p that has a route. Best
+  // effort and asynchronous: handed to the workers that own the sessions, never waited
+  // for; a sharer whose connection is gone is skipped. Returns how many were sent.
+  size_t PushPlacement(const PartitionId& p, uint64_t clock);
 
   // ---- the home: migrations ------------------------------------------------------------
   // Records a new migration (phase kCopying). Refused (Conflict) while another one of
@@ -143,6 +152,12 @@ class Directory {
   std::unordered_map<PartitionId, Override, PartitionIdHash> overrides_;
   std::map<PartitionId, MigrationState> migrations_;  // in flight, at this home
   std::vector<MigrationState> history_;               // finished, newest last
+  struct Route {
+    std::shared_ptr<const DeferredReply::PostFn> post;
+    uint64_t session = 0;
+  };
+  std::mutex routes_mu_;
+  std::unordered_map<uint64_t, Route> routes_;  // by sharer (client id)
 };
 
 }  // namespace ramp::server

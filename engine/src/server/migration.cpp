@@ -60,8 +60,25 @@ struct Migrations::Puller {
   std::atomic<uint64_t> copied{0};
   std::atomic<uint64_t> total{0};
   std::mutex mu;
+  std::condition_variable cv;  // finish or cancel wakes the puller between rounds
   std::string error;
+  // FINISH requests waiting for the final round (Finish).
+  std::vector<std::function<void(const MigrateCtlReply&)>> waiters;
   std::thread thread;
+
+  MigrateCtlReply State() {  // under mu
+    MigrateCtlReply r;
+    r.caught_up = caught_up.load();
+    r.finished = finished.load();
+    r.bytes_copied = copied.load();
+    r.bytes_total = total.load();
+    r.error = error;
+    return r;
+  }
+  void Wake() {
+    std::lock_guard lock(mu);
+    cv.notify_all();
+  }
 };
 
 Migrations::Migrations(ServerContext* ctx, ClientOptions peer, std::string crash_at)
@@ -84,6 +101,7 @@ void Migrations::Stop() {
   for (auto& t : threads) t.thread.join();
   for (auto& p : pullers) {
     p->cancel.store(true);
+    p->Wake();
     if (p->thread.joinable()) p->thread.join();
   }
 }
@@ -161,11 +179,31 @@ void Migrations::StopPuller(const PartitionId& p) {
   }
   if (pl != nullptr) {
     pl->cancel.store(true);
+    pl->Wake();
     if (pl->thread.joinable()) pl->thread.join();
   }
 }
 
 Status Migrations::Ctl(uint32_t node, const MigrateCtl& m, MigrateCtlReply* out) {
+  if (node == ctx_->self) {
+    // A step at this server (the home is the source or the target): no round trip, which
+    // matters in the cutover, where writes wait.
+    if (m.action != MigrateAction::kFinish) {
+      return Control(m, out).Annotate("node " + std::to_string(node));
+    }
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Finish(m.part, [&](const MigrateCtlReply& r) {
+      std::lock_guard lock(mu);
+      *out = r;
+      done = true;
+      cv.notify_all();
+    });
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return done; });
+    return Status::OK();
+  }
   // One client per driver thread (Clients are single-threaded), kept across the steps of a
   // move so that the cutover's steps do not each pay a connection; dropped after an error
   // (the peer may have restarted).
@@ -308,8 +346,12 @@ void Migrations::Run(MigrationState m) {
       Ctl(m.source, MigrateCtl{MigrateAction::kRelease, p, m.target, m.new_epoch, m.old_epoch}, &r);
   if (!st.ok()) return RollBack(m, "the source could not release it: " + st.ToString(), true);
   Hook("home-after-release");
+  // FINISH is answered when the target's final round is over (a target that answers at
+  // once is polled).
+  r = MigrateCtlReply();
   st = Ctl(m.target, MigrateCtl{MigrateAction::kFinish, p, 0, 0, 0}, &r);
-  if (!st.ok() || !poll(true, &why)) {
+  if (st.ok() && !r.error.empty()) st = Status::Aborted(r.error);
+  if (!st.ok() || (!r.finished && !poll(true, &why))) {
     return RollBack(m, st.ok() ? why : "the target could not finish: " + st.ToString(), true);
   }
   // The commit point.
@@ -339,11 +381,13 @@ void Migrations::Complete(const MigrationState& m, const Clock::time_point* star
         total_s > 0 ? bytes / 1048576.0 / total_s : 0.0,
         std::chrono::duration<double, std::milli>(now - *paused).count());
   }
+  // The sharers hear of the new owner now that it serves (paper 004's cutover).
+  const size_t told = ctx_->directory->PushPlacement(m.part, ctx_->clock->Peek());
   if (!CtlUntilApplied(m.source, MigrateCtl{MigrateAction::kDrop, m.part, 0, 0, 0})) return;
   Status st = ctx_->directory->SetPhase(m.part, MigrationPhase::kDone);
-  RAMP_INFO("migration of %s from node %u to node %u done (epoch %llu)%s%s",
+  RAMP_INFO("migration of %s from node %u to node %u done (epoch %llu, %zu sharers told)%s%s",
             m.part.ToString().c_str(), m.source, m.target,
-            static_cast<unsigned long long>(m.new_epoch), st.ok() ? "" : ": ",
+            static_cast<unsigned long long>(m.new_epoch), told, st.ok() ? "" : ": ",
             st.ok() ? "" : st.ToString().c_str());
 }
 
@@ -359,6 +403,8 @@ void Migrations::RollBack(const MigrationState& m, const std::string& why, bool 
   Status st = ctx_->directory->SetPhase(m.part, MigrationPhase::kRolledBack, why,
                                         source_released ? epoch : 0);
   if (!st.ok()) RAMP_ERROR("migration of %s: %s", m.part.ToString().c_str(), st.ToString().c_str());
+  // The source serves again at a new epoch: the sharers hear of it.
+  if (st.ok() && source_released) (void)ctx_->directory->PushPlacement(m.part, ctx_->clock->Peek());
 }
 
 // ---- the rebalancer -------------------------------------------------------------------------
@@ -437,6 +483,7 @@ Status Migrations::Control(const MigrateCtl& m, MigrateCtlReply* out) {
       }
       if (old != nullptr) {
         old->cancel.store(true);
+        old->Wake();
         if (old->thread.joinable()) old->thread.join();
       }
       if (ctx_->directory->Owns(p)) {
@@ -471,13 +518,12 @@ Status Migrations::Control(const MigrateCtl& m, MigrateCtlReply* out) {
                      " (restarted?)";
         return Status::OK();
       }
-      if (m.action == MigrateAction::kFinish) pl->finish.store(true);
-      out->caught_up = pl->caught_up.load();
-      out->finished = pl->finished.load();
-      out->bytes_copied = pl->copied.load();
-      out->bytes_total = pl->total.load();
       std::lock_guard lock(pl->mu);
-      out->error = pl->error;
+      if (m.action == MigrateAction::kFinish) {
+        pl->finish.store(true);
+        pl->cv.notify_all();
+      }
+      *out = pl->State();
       return Status::OK();
     }
     case MigrateAction::kRelease: {
@@ -512,7 +558,47 @@ Status Migrations::Control(const MigrateCtl& m, MigrateCtlReply* out) {
   return Status::InvalidArgument("unknown MIGRATE_CTL action");
 }
 
+void Migrations::Finish(const PartitionId& p, std::function<void(const MigrateCtlReply&)> done) {
+  std::shared_ptr<Puller> pl;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = pullers_.find(p); it != pullers_.end() && !it->second->cancel.load()) {
+      pl = it->second;
+    }
+  }
+  MigrateCtlReply r;
+  if (pl != nullptr) {
+    std::lock_guard lock(pl->mu);
+    pl->finish.store(true);
+    if (!pl->finished.load() && pl->error.empty() && pl->thread.joinable()) {
+      // The puller answers when its final round is over (Pull).
+      pl->waiters.push_back(std::move(done));
+      pl->cv.notify_all();
+      return;
+    }
+    r = pl->State();
+  } else {
+    r.error = "node " + std::to_string(ctx_->self) + " copies nothing of " + p.ToString() +
+              " (restarted?)";
+  }
+  done(r);
+}
+
 void Migrations::Pull(std::shared_ptr<Puller> pl) {
+  PullRounds(pl.get());
+  // Whoever waits for the final round hears how it ended.
+  std::vector<std::function<void(const MigrateCtlReply&)>> waiters;
+  MigrateCtlReply r;
+  {
+    std::lock_guard lock(pl->mu);
+    if (!pl->finished.load() && pl->error.empty()) pl->error = "the copy was stopped";
+    r = pl->State();
+    waiters.swap(pl->waiters);
+  }
+  for (auto& w : waiters) w(r);
+}
+
+void Migrations::PullRounds(Puller* pl) {
   const PartitionId p = pl->part;
   auto fail = [&](const Status& st) {
     std::lock_guard lock(pl->mu);
@@ -632,9 +718,11 @@ void Migrations::Pull(std::shared_ptr<Puller> pl) {
       return;
     }
     if (round_bytes < kCaughtUpBytes) {
+      // Caught up: the next round after a short wait, or at once when FINISH comes.
       pl->caught_up.store(true);
-      std::unique_lock lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(2), [&] { return stop_.load(); });
+      std::unique_lock lock(pl->mu);
+      pl->cv.wait_for(lock, std::chrono::milliseconds(2),
+                      [&] { return stop_.load() || pl->cancel.load() || pl->finish.load(); });
     }
   }
 }

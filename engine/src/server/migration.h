@@ -22,6 +22,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,6 +55,10 @@ class Migrations {
   void Start(const protocol::MigrateRequest& req, const protocol::Header& h, DeferredReply reply);
   // MIGRATE_CTL at the source or the target.
   Status Control(const protocol::MigrateCtl& m, protocol::MigrateCtlReply* out);
+  // MIGRATE_CTL FINISH at the target: the puller takes the last pages at once and syncs;
+  // done (called once, from any thread) gets the copy's state when that is over or failed,
+  // so that the home, whose cutover holds writes, hears of it without polling.
+  void Finish(const PartitionId& p, std::function<void(const protocol::MigrateCtlReply&)> done);
 
   // The test hook (crash_at).
   void Hook(const char* step) const;
@@ -79,6 +84,7 @@ class Migrations {
   bool CtlUntilApplied(uint32_t node, const protocol::MigrateCtl& m);
   void Spawn(std::function<void()> f);
   void Pull(std::shared_ptr<Puller> p);
+  void PullRounds(Puller* p);
   void RebalanceLoop(int interval_ms, double threshold, int cooldown_ms);
   bool Sleep(int ms);
 

@@ -118,7 +118,7 @@ Status RequestHandler::HandleNow(Session& session, std::string_view message, std
     case Op::kMigrations:
       return OnMigrations(h, reply);
     case Op::kMigrateCtl:
-      return OnMigrateCtl(h, body, reply);
+      return OnMigrateCtl(session, h, body, reply);
     case Op::kLoadReport: {
       protocol::LoadReport r;
       RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &r));
@@ -138,6 +138,7 @@ Status RequestHandler::HandleNow(Session& session, std::string_view message, std
     }
     case Op::kScanNext:
     case Op::kScanClose:
+    case Op::kPlacement:  // server to client only
       ErrorReply(h, Status::NotSupported(std::string(protocol::OpName(op)) + " is not served here"),
                  reply);
       return Status::OK();
@@ -335,6 +336,7 @@ Status RequestHandler::OnLookup(Session& s, const Header& h, std::string_view bo
   protocol::LookupRequest req;
   RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &req));
   protocol::LookupReply r;
+  ctx_->directory->NoteRoute(s.client_id, post_, s.id);  // where PLACEMENT pushes go
   for (const auto& p : req.partitions) {
     if (!ctx_->directory->IsHome(p)) {
       ErrorReply(h,

@@ -59,7 +59,8 @@ class RequestHandler {
   Status OnMigrate(Session& s, const protocol::Header& h, std::string_view body,
                    std::string* reply);
   Status OnMigrations(const protocol::Header& h, std::string* reply);
-  Status OnMigrateCtl(const protocol::Header& h, std::string_view body, std::string* reply);
+  Status OnMigrateCtl(Session& s, const protocol::Header& h, std::string_view body,
+                      std::string* reply);
   // A Moved error reply naming where partition part is served (PREPARE's error body).
   void MovedReply(const protocol::Header& h, const PartitionId& part, uint32_t item,
                   std::string* reply);

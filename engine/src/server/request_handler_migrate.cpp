@@ -52,10 +52,23 @@ Status RequestHandler::OnMigrations(const protocol::Header& h, std::string* repl
   return Status::OK();
 }
 
-Status RequestHandler::OnMigrateCtl(const protocol::Header& h, std::string_view body,
+Status RequestHandler::OnMigrateCtl(Session& s, const protocol::Header& h, std::string_view body,
                                     std::string* reply) {
   protocol::MigrateCtl m;
   RAMP_RETURN_IF_ERROR(protocol::Decode(body, &m));
+  if (m.action == protocol::MigrateAction::kFinish && ctx_->migrations != nullptr) {
+    // Answered when the target's final round is over (the home's cutover waits for it).
+    ServerContext* ctx = ctx_;
+    ctx_->migrations->Finish(
+        m.part, [ctx, h, d = Defer(s)](const protocol::MigrateCtlReply& r) mutable {
+          std::string out;
+          protocol::EncodeHeader(protocol::ReplyTo(h, ctx->clock->Peek()), &out);
+          protocol::Encode(r, &out);
+          d.Send(std::move(out));
+        });
+    reply->clear();
+    return Status::OK();
+  }
   protocol::MigrateCtlReply r;
   Status st = ctx_->migrations == nullptr
                   ? Status::NotSupported("this server does not migrate partitions")
