@@ -22,6 +22,7 @@
 #include "tableam/tableam.hpp"
 
 extern "C" {
+#include "pgstat.h"
 #include "storage/proc.h"
 #include "utils/timeout.h"
 }
@@ -113,7 +114,10 @@ bool AcquireFor(const XactState& x, const ramp::KeyspaceRef& ks, std::string_vie
   req.wait = true;
   const bool timed = LockTimeout > 0;
   if (timed) PgCall([] { enable_timeout_after(LOCK_TIMEOUT, LockTimeout); });
+  // Shown in pg_stat_activity (wait_event_type and wait_event "Extension").
+  pgstat_report_wait_start(PG_WAIT_EXTENSION);
   const ramp::Status st = client.AcquireIntent(req, r);
+  pgstat_report_wait_end();
   // A cancel keeps the timeout's indicator: CHECK_FOR_INTERRUPTS then reports "canceling
   // statement due to lock timeout" (55P03) rather than a user cancel.
   const bool keep_indicator = st.Is(ramp::Status::Code::kCancelled);
