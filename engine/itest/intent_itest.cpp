@@ -169,6 +169,64 @@ TEST_F(IntentTest, SharedModesGoTogetherExclusiveWaits) {
   EXPECT_EQ(out.outcome, Outcome::kHeld);
 }
 
+// Groups (a materialized view's writers per base table): one group goes together, two
+// groups conflict, exclusive conflicts with a group, key-share does not; a holder of two
+// groups holds them as exclusive.
+TEST_F(IntentTest, GroupsGoTogetherOtherGroupsWait) {
+  auto a = Open();
+  auto b = Open();
+  const KeyspaceId ks = Keyspace();
+  auto ask = [&](Client& c, uint64_t owner, IntentMode mode) {
+    IntentRequest r;
+    r.owner = owner;
+    r.priority = 1;
+    r.keyspace = ks;
+    r.key = "view";
+    r.mode = mode;
+    r.wait = false;
+    IntentResult out;
+    EXPECT_TRUE(c.AcquireIntent(r, &out).ok());
+    return out.outcome;
+  };
+  const uint64_t ta = a->NewIntentOwner();
+  ASSERT_EQ(ask(*a, ta, GroupIntent(1)), Outcome::kGranted);
+  auto c = Open();  // b waits below: a client serves one thread at a time
+  std::vector<uint64_t> of_c;
+  auto ask_c = [&](IntentMode mode) {
+    of_c.push_back(c->NewIntentOwner());
+    return ask(*c, of_c.back(), mode);
+  };
+  EXPECT_EQ(ask_c(GroupIntent(1)), Outcome::kGranted);
+  EXPECT_EQ(ask_c(GroupIntent(2)), Outcome::kHeld);
+  EXPECT_EQ(ask_c(IntentMode::kExclusive), Outcome::kHeld);
+  EXPECT_EQ(ask_c(IntentMode::kShare), Outcome::kHeld);
+  EXPECT_EQ(ask_c(IntentMode::kKeyShare), Outcome::kGranted);
+  // A waiter of group 2 is granted once every group-1 holder released.
+  const uint64_t tb = b->NewIntentOwner();
+  auto waiter = std::async(std::launch::async, [&] {
+    IntentRequest r;
+    r.owner = tb;
+    r.priority = 5;
+    r.keyspace = ks;
+    r.key = "view";
+    r.mode = GroupIntent(2);
+    IntentResult out;
+    EXPECT_TRUE(b->AcquireIntent(r, &out).ok());
+    return out.outcome;
+  });
+  EXPECT_TRUE(StillWaiting(waiter));
+  a->ReleaseIntents(ta);
+  EXPECT_TRUE(StillWaiting(waiter));  // c's group-1 holder is still there
+  for (uint64_t o : of_c) c->ReleaseIntents(o);
+  ASSERT_TRUE(Ready(waiter));
+  EXPECT_EQ(waiter.get(), Outcome::kGranted);
+  // tb adds group 3 on the key: it now holds both, as exclusive (a's group 2 waits).
+  EXPECT_EQ(ask(*b, tb, GroupIntent(3)), Outcome::kGranted);
+  EXPECT_EQ(ask(*a, a->NewIntentOwner(), GroupIntent(2)), Outcome::kHeld);
+  EXPECT_EQ(ask(*a, a->NewIntentOwner(), GroupIntent(3)), Outcome::kHeld);
+  b->ReleaseIntents(tb);
+}
+
 TEST_F(IntentTest, DeadlockOneVictimTheYoungestOtherGoesOn) {
   auto a = Open();
   auto b = Open();

@@ -1371,8 +1371,14 @@ void GroupList(StringInfo s, const ViewPlan* plan, const char* prefix) {
   }
 }
 
-// SELECT of log rows from signed input rows (source, aliased d), optionally filtered.
-char* LogRows(const ViewPlan* plan, const char* source, const char* where) {
+// What LogRows sums: signed input rows (__ramp_sign, the aggregates' arguments __aN), or log
+// rows (__ramp_cnt, __cN, __sN, __mN: a compaction merges them into fewer with the same totals).
+enum class RowsOf { kInput, kLog };
+
+// SELECT of log rows, per group, from rows of the source (aliased d), optionally filtered.
+char* LogRows(const ViewPlan* plan, const char* source, const char* where,
+              RowsOf of = RowsOf::kInput) {
+  const bool input = of == RowsOf::kInput;
   StringInfoData s;
   initStringInfo(&s);
   appendStringInfoString(&s, "SELECT ");
@@ -1381,37 +1387,42 @@ char* LogRows(const ViewPlan* plan, const char* source, const char* where) {
     GroupList(&s, plan, "d.");
     appendStringInfoString(&s, ", ");
   }
-  appendStringInfoString(&s, "sum(d.__ramp_sign)::bigint AS __ramp_cnt");
+  const char* count = input ? "sum(d.__ramp_sign)::bigint" : "sum(d.__ramp_cnt)::bigint";
+  appendStringInfo(&s, "%s AS __ramp_cnt", count);
   int j = 0;
   ListCell* lc;
   foreach (lc, plan->aggs) {
     ++j;
     auto* agg = static_cast<AggInfo*>(lfirst(lc));
+    // Non-null inputs (count(*): all rows), as a signed count.
+    const char* nonnull =
+        !input ? psprintf("sum(d.__c%d)::bigint", j)
+        : agg->star
+            ? count
+            : psprintf("sum(CASE WHEN d.__a%d IS NULL THEN 0 ELSE d.__ramp_sign END)::bigint", j);
     switch (agg->kind) {
       case kCount:
-        if (agg->star) {
-          appendStringInfo(&s, ", sum(d.__ramp_sign)::bigint AS __c%d", j);
-        } else {
-          appendStringInfo(
-              &s, ", sum(CASE WHEN d.__a%d IS NULL THEN 0 ELSE d.__ramp_sign END)::bigint AS __c%d",
-              j, j);
-        }
+        appendStringInfo(&s, ", %s AS __c%d", nonnull, j);
         break;
       case kSum:
       case kAvg: {
-        appendStringInfo(
-            &s, ", sum(CASE WHEN d.__a%d IS NULL THEN 0 ELSE d.__ramp_sign END)::bigint AS __c%d",
-            j, j);
+        appendStringInfo(&s, ", %s AS __c%d", nonnull, j);
         const char* cast =
             agg->kind == kAvg ? psprintf("::%s", format_type_be(agg->aggref->aggtype)) : "";
-        appendStringInfo(
-            &s, ", sum((CASE WHEN d.__ramp_sign > 0 THEN d.__a%d ELSE -d.__a%d END)%s) AS __s%d", j,
-            j, cast, j);
+        if (input) {
+          appendStringInfo(
+              &s, ", sum((CASE WHEN d.__ramp_sign > 0 THEN d.__a%d ELSE -d.__a%d END)%s) AS __s%d",
+              j, j, cast, j);
+        } else {
+          appendStringInfo(&s, ", sum(d.__s%d) AS __s%d", j, j);
+        }
         break;
       }
       case kMin:
       case kMax:
-        appendStringInfo(&s, ", %s(d.__a%d) FILTER (WHERE d.__ramp_sign > 0) AS __m%d",
+        appendStringInfo(&s,
+                         input ? ", %s(d.__a%d) FILTER (WHERE d.__ramp_sign > 0) AS __m%d"
+                               : ", %s(d.__m%d) AS __m%d",
                          agg->kind == kMin ? "min" : "max", j, j);
         break;
     }
@@ -1422,48 +1433,11 @@ char* LogRows(const ViewPlan* plan, const char* source, const char* where) {
     appendStringInfoString(&s, " GROUP BY ");
     GroupList(&s, plan, "d.");
   }
-  appendStringInfoString(
-      &s, plan->aggregate ? " HAVING count(*) > 0" : " HAVING sum(d.__ramp_sign) <> 0");
-  return s.data;
-}
-
-// Merges log rows (source) into fewer log rows with the same totals (compaction).
-char* MergedLogRows(const ViewPlan* plan, const char* source) {
-  StringInfoData s;
-  initStringInfo(&s);
-  appendStringInfoString(&s, "SELECT ");
-  const bool grouped = !plan->aggregate || plan->group_exprs != NIL;
-  if (grouped) {
-    GroupList(&s, plan, "");
-    appendStringInfoString(&s, ", ");
-  }
-  appendStringInfoString(&s, "sum(__ramp_cnt)::bigint");
-  int j = 0;
-  ListCell* lc;
-  foreach (lc, plan->aggs) {
-    ++j;
-    auto* agg = static_cast<AggInfo*>(lfirst(lc));
-    switch (agg->kind) {
-      case kCount:
-        appendStringInfo(&s, ", sum(__c%d)::bigint", j);
-        break;
-      case kSum:
-      case kAvg:
-        appendStringInfo(&s, ", sum(__c%d)::bigint, sum(__s%d)", j, j);
-        break;
-      case kMin:
-        appendStringInfo(&s, ", min(__m%d)", j);
-        break;
-      case kMax:
-        appendStringInfo(&s, ", max(__m%d)", j);
-        break;
-    }
-  }
-  appendStringInfo(&s, " FROM %s", source);
-  if (grouped) {
-    appendStringInfoString(&s, " GROUP BY ");
-    GroupList(&s, plan, "");
-    appendStringInfoString(&s, " HAVING sum(__ramp_cnt) <> 0");
+  if (input) {
+    appendStringInfoString(
+        &s, plan->aggregate ? " HAVING count(*) > 0" : " HAVING sum(d.__ramp_sign) <> 0");
+  } else if (grouped) {
+    appendStringInfoString(&s, " HAVING sum(d.__ramp_cnt) <> 0");
   }
   return s.data;
 }
@@ -1707,16 +1681,15 @@ char* StatementMaintenance(const ViewPlan* plan, const char* log, Oid relid, boo
   return Maintenance(plan, log, nullptr, source, may_remove, full);
 }
 
-// What the maintenance trigger locks before the delta (maintain.cpp): nothing more, all
-// writers of the table ("serialize"), or per value of a column of the transition rows (an
-// advisory lock per view and hash of the value, taken in hash order: no deadlock between
-// two such writers), the lock statement before the delta.
-const char* LockTag(const char* log, Oid relid, int serialize, bool has_new, bool has_old) {
+// What the maintenance trigger waits for before the delta (maintain.cpp): nothing more, all
+// writers of the table ("serialize"), or the writers of the same values of a column of the
+// transition rows: then a statement giving the values' hashes (the type's own hash
+// function: equal values, 1.0 and 1.00 too, get one key) comes before the delta.
+const char* LockTag(Oid relid, int serialize, bool has_new, bool has_old) {
   if (serialize == 0) return "";
   if (serialize == kSerializeTable) return "/* ramp_immv: serialize */ ";
   const auto attnum = static_cast<AttrNumber>(serialize);
   const char* column = quote_identifier(get_attname(relid, attnum, false));
-  // The type's own hash function: equal values (1.0 and 1.00 too) get one lock.
   const Oid hash = lookup_type_cache(get_atttype(relid, attnum), TYPECACHE_HASH_PROC)->hash_proc;
   const char* hash_name =
       quote_qualified_identifier(get_namespace_name(get_func_namespace(hash)), get_func_name(hash));
@@ -1726,10 +1699,9 @@ const char* LockTag(const char* log, Oid relid, int serialize, bool has_new, boo
                      column)
           : psprintf("SELECT %s FROM %s", column, has_new ? "__ramp_new" : "__ramp_old");
   return psprintf(
-      "/* ramp_immv: lock */ SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(%s), k.h) "
-      "FROM (SELECT DISTINCT %s(t.%s) AS h FROM (%s) t) k "
-      "ORDER BY k.h\n/* ramp_immv: delta */\n",
-      quote_literal_cstr(log), hash_name, column, rows);
+      "/* ramp_immv: lock */ SELECT DISTINCT %s(t.%s) AS h FROM (%s) t "
+      "WHERE t.%s IS NOT NULL\n/* ramp_immv: delta */\n",
+      hash_name, column, rows, column);
 }
 
 void Emit(ReturnSetInfo* rsinfo, const char* kind, int base, const char* base_table,
@@ -1782,7 +1754,7 @@ Datum ramp_immv_compile(PG_FUNCTION_ARGS) {
   Emit(rsinfo, "refresh", 0, nullptr, refresh);
   Emit(rsinfo, "compact", 0, nullptr,
        psprintf("WITH __ramp_gone AS (DELETE FROM %s RETURNING *) INSERT INTO %s %s", log, log,
-                MergedLogRows(&plan, "__ramp_gone")));
+                LogRows(&plan, "__ramp_gone", nullptr, RowsOf::kLog)));
   int base = 0;
   ListCell* lc;
   ListCell* sc;
@@ -1793,13 +1765,13 @@ Datum ramp_immv_compile(PG_FUNCTION_ARGS) {
     const int serialize = lfirst_int(sc);
     const char* tag = serialize != 0 ? "/* ramp_immv: serialize */ " : "";
     Emit(rsinfo, "INSERT", base, table,
-         psprintf("%s%s", LockTag(log, relid, serialize, true, false),
+         psprintf("%s%s", LockTag(relid, serialize, true, false),
                   StatementMaintenance(&plan, log, relid, true, false, full)));
     Emit(rsinfo, "DELETE", base, table,
-         psprintf("%s%s", LockTag(log, relid, serialize, false, true),
+         psprintf("%s%s", LockTag(relid, serialize, false, true),
                   StatementMaintenance(&plan, log, relid, false, true, full)));
     Emit(rsinfo, "UPDATE", base, table,
-         psprintf("%s%s", LockTag(log, relid, serialize, true, true),
+         psprintf("%s%s", LockTag(relid, serialize, true, true),
                   StatementMaintenance(&plan, log, relid, true, true, full)));
     Emit(rsinfo, "TRUNCATE", base, table, psprintf("%s%s", tag, refresh));
   }

@@ -14,13 +14,30 @@
 #include "xact/session.hpp"
 #include "xact/xact.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "ramp/client.h"
+#include "ramp/hlc.h"
+
+#include "rows/keys.hpp"
+#include "tableam/tableam.hpp"
+
 #include "boundary/boundary.hpp"
 #include "catalog/keyspace_catalog.hpp"
+#include "tableam/tableam.hpp"
 
 extern "C" {
 #include "catalog/pg_authid.h"
+#include "catalog/pg_collation_d.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
+#include "utils/fmgrprotos.h"
+#include "utils/lsyscache.h"
 }
 
 namespace {
@@ -36,32 +53,101 @@ const char* EventName(TriggerData* td) {
 // A join view's delta for a statement on base table i reads the other base tables as they
 // are now. Two transactions writing two different base tables concurrently would each miss
 // the other's uncommitted rows, and the pairs of their new rows would be in neither delta.
-// So, per view, a writer of base table i holds RowExclusiveLock on lock object (log, i) and
-// ShareLock on (log, j) for every other j until it commits: writers of the same table
-// (RowExclusive/RowExclusive, Share/Share) run side by side, writers of different tables of
-// one join view wait for each other's commit, and the later one's delta then reads the
-// earlier one's rows (its RAMP PUT is done before locks are released). Writers of a table
-// whose delta is not linear in its own rows (a self-join, a table in EXISTS / NOT EXISTS or
-// on the nullable side of an outer join, under a nested aggregate: compile.cpp tags their
-// statements "serialize") take ExclusiveLock on their own object instead, so they also wait
-// for each other: each one's delta then reads the rows of the one before. This covers the
-// writers of one PostgreSQL server only (extension/immv/NOTES.md).
-// Where the correlation column of such a table is known (EXISTS (... WHERE t.col = outer)),
-// its statements begin with "/* ramp_immv: lock */", a statement taking an advisory lock per
-// view and value of the column in the transition rows, then "/* ramp_immv: delta */": only
-// writers of the same value wait for each other, and they hold RowExclusiveLock.
+// So writers of different base tables of one join view wait for each other's commit, and the
+// later one's delta then reads the earlier one's rows; writers of the same table run side by
+// side. Writers of a table whose delta is not linear in its own rows (a self-join, NOT IN, a
+// table under a nested aggregate or count(DISTINCT): compile.cpp tags their statements
+// "serialize") wait for every writer of the view. Where the table is in an EXISTS / IN
+// subquery (or an outer join's nullable side) that equates one of its columns with the outer
+// query, its statements begin with "/* ramp_immv: lock */", a statement giving the hashes
+// of that column's values in the transition rows, then "/* ramp_immv: delta */": writers of
+// the same value wait for each other (and for the writers of the other tables, as above).
+//
+// The waits are write intents on the cluster (tam::LockKey), so they hold between writers on
+// any number of PostgreSQL servers: in the log table's keyspace, on keys that are not rows
+// (other lengths than a row key's; scans skip them), held to the transaction's end:
+//  - kWritersKey: group intent (GroupIntent(i)) of a writer of base table i, which goes with
+//    writers of table i and conflicts with those of other tables; "serialize" writers take
+//    it exclusive;
+//  - kValueKey + 8 bytes of hash, exclusive, after kWritersKey, in hash order (two such
+//    writers cannot deadlock on them; deadlocks with other locks give 40P01).
+// Each key taken is also written (an empty value) in the transaction's RAMP PUT, so the
+// grant a waiter gets names the holder's commit (the key's newest version, the commit having
+// reached the key's server before the release): the waiter's clock goes past it before its
+// delta takes its snapshot, whichever server the holder used.
+// Test only: ramp.debug_immv_local_waits takes the former locks of one PostgreSQL server
+// instead (lock objects per (log, table) and advisory locks per value), so that a test can
+// show that they miss changes of writers on two servers.
 constexpr const char kSerializeTag[] = "/* ramp_immv: serialize */";
 constexpr const char kLockTag[] = "/* ramp_immv: lock */";
 constexpr const char kDeltaTag[] = "/* ramp_immv: delta */";
+constexpr std::string_view kWritersKey{"\0immv-writers", 13};
+constexpr std::string_view kValueKey{"\0immv-value", 11};
+// A statement whose rows have more values than this waits for all writers of the view
+// instead (one intent instead of one per value).
+constexpr int kMaxValueIntents = 64;
 
-void LockAgainstOtherBaseTables(Oid log_oid, int base, int bases, bool serialize) {
-  if (bases < 2 && !serialize) return;
-  for (int j = 1; j <= bases; ++j) {
-    LockDatabaseObject(RelationRelationId, log_oid, static_cast<uint16>(j),
-                       j != base   ? ShareLock
-                       : serialize ? ExclusiveLock
-                                   : RowExclusiveLock);
+void LocalLocks(Oid log_oid, int base, int bases, bool serialize, const char* key_locks) {
+  if (bases >= 2 || serialize) {
+    for (int j = 1; j <= bases; ++j) {
+      LockDatabaseObject(RelationRelationId, log_oid, static_cast<uint16>(j),
+                         j != base   ? ShareLock
+                         : serialize ? ExclusiveLock
+                                     : RowExclusiveLock);
+    }
   }
+  if (key_locks == nullptr) return;
+  const int32 space = DatumGetInt32(DirectFunctionCall1Coll(
+      hashtext, DEFAULT_COLLATION_OID, CStringGetTextDatum(get_rel_name(log_oid))));
+  for (uint64 i = 0; i < SPI_processed; ++i) {
+    bool isnull = false;
+    const Datum h = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+    if (!isnull) DirectFunctionCall2(pg_advisory_xact_lock_int4, Int32GetDatum(space), h);
+  }
+}
+
+// Waits (cluster-wide) for the writers this one must follow; hashes: the values' (sorted),
+// when key_locks. Returns once the clock is past the commits waited for.
+void ClusterWaits(Oid log_oid, int base, bool serialize, const std::vector<int32>& hashes,
+                  bool key_locks) {
+  Relation rel = table_open(log_oid, AccessShareLock);
+  const ramp::KeyspaceRef ks = pgramp::RelationKeyspace(rel);
+  const std::string what =
+      std::string("the writers of materialized view log \"") + RelationGetRelationName(rel) + "\"";
+  table_close(rel, AccessShareLock);
+  if (ks.fresh) return;  // created by this transaction: no one else writes the view
+  pgramp::Boundary([&] {
+    pgramp::XactState& x = pgramp::Xact();
+    const bool all = serialize || (key_locks && hashes.size() > kMaxValueIntents) ||
+                     static_cast<uint32_t>(base) >= ramp::kIntentGroups;
+    const ramp::IntentMode mode = all ? ramp::IntentMode::kExclusive : ramp::GroupIntent(base);
+    ramp::Timestamp newest;
+    auto take = [&](std::string_view key, ramp::IntentMode m) {
+      ramp::Timestamp latest;
+      if (!pgramp::tam::LockKey(ks, key, m, what, &latest)) return;
+      if (latest > newest) newest = latest;
+      pgramp::Session::Get().Check(x.writes.PutKey(ks.id, key, ""), "noting a view's writer");
+    };
+    take(kWritersKey, mode);
+    if (key_locks && !all) {
+      std::string key(kValueKey);
+      for (int32 h : hashes) {
+        key.resize(kValueKey.size());
+        key.append(pgramp::EncodeU64(static_cast<uint32_t>(h)));
+        take(key, ramp::IntentMode::kExclusive);
+      }
+    }
+    if (newest == ramp::Timestamp()) return;
+    // The delta's snapshot is the wall clock (Session::StatementSnapshot): let it pass the
+    // newest commit of a holder, as that holder's own COMMIT does before it returns (its
+    // release went out before that wait), and let this transaction's commit come after.
+    pgramp::Session::Get().client().AdvanceClock(newest.time);
+    const uint64_t newest_ms = newest.time >> 16;
+    for (int spins = 0; (ramp::HybridClock::PhysicalNow() >> 16) < newest_ms && spins < 1000;
+         spins++) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  });
 }
 
 // Test only (ramp.debug_immv_separate_put_ms): the log's keyspace is committed apart.
@@ -187,9 +273,24 @@ Datum ramp_immv_maintain(PG_FUNCTION_ARGS) {
     key_locks = sql;
     sql = delta + sizeof(kDeltaTag) - 1;
   }
-  LockAgainstOtherBaseTables(log_oid, base, bases, serialize);
-  if (key_locks != nullptr && SPI_execute(key_locks, false, 0) != SPI_OK_SELECT) {
-    elog(ERROR, "locking the keys of materialized view %s failed", view);
+  std::vector<int32> hashes;
+  if (key_locks != nullptr) {
+    if (SPI_execute(key_locks, false, 0) != SPI_OK_SELECT) {
+      elog(ERROR, "reading the keys of materialized view %s failed", view);
+    }
+    if (!pgramp::guc::debug_immv_local_waits) {
+      for (uint64 i = 0; i < SPI_processed; ++i) {
+        bool null = false;
+        const Datum h = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &null);
+        if (!null) hashes.push_back(DatumGetInt32(h));
+      }
+      std::sort(hashes.begin(), hashes.end());
+    }
+  }
+  if (pgramp::guc::debug_immv_local_waits) {
+    LocalLocks(log_oid, base, bases, serialize, key_locks);
+  } else if (bases >= 2 || serialize || key_locks != nullptr) {
+    ClusterWaits(log_oid, base, serialize, hashes, key_locks != nullptr);
   }
   if (pgramp::guc::debug_immv_separate_put_ms > 0) NoteViewLog(log_oid);
   // Having waited for them, read what the writers of the other base tables committed.

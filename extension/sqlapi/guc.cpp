@@ -26,6 +26,7 @@ int debug_commit_delay_us = 0;
 bool debug_unchecked_lookups = false;
 bool debug_scan_own_snapshots = false;
 int debug_immv_separate_put_ms = 0;
+bool debug_immv_local_waits = false;
 
 namespace {
 
@@ -153,6 +154,11 @@ void Define() {
                           "this long after the base rows.",
                           nullptr, &debug_immv_separate_put_ms, 0, 0, 60 * 1000, PGC_SUSET,
                           GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
+  DefineCustomBoolVariable("ramp.debug_immv_local_waits",
+                           "Test only: materialized views' writers wait for each other with "
+                           "locks of this PostgreSQL server instead of the cluster's intents.",
+                           nullptr, &debug_immv_local_waits, false, PGC_SUSET,
+                           GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
   // A PGC_POSTMASTER setting can only be defined while the library is preloaded (loading it
   // later would fail the backend); without preloading there is no shared cache to size.
   if (process_shared_preload_libraries_in_progress) {

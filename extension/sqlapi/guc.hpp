@@ -5,18 +5,18 @@
 
 namespace pgramp::guc {
 
-extern char* nodes;             // ramp.nodes: comma-separated seed endpoints
-extern int transport;           // ramp.transport: index into kTransportNames
-extern int read_path;           // ramp.read_path: index into kReadPathNames
-extern int timeout_ms;          // ramp.timeout_ms
-extern int connect_timeout_ms;  // ramp.connect_timeout_ms
-extern char* token_file;        // ramp.token_file (superuser only)
-extern int buckets;             // ramp.buckets: partitions of a new keyspace
-extern int scan_method;         // ramp.scan_method: 0 auto, 1 probe, 2 pages
-extern bool rescan_cache;       // ramp.rescan_cache: rescans replay an earlier pass's rows
-extern double row_fetch_cost;   // ramp.row_fetch_cost: planner cost of a row fetched by TID
+extern char* nodes;                // ramp.nodes: comma-separated seed endpoints
+extern int transport;              // ramp.transport: index into kTransportNames
+extern int read_path;              // ramp.read_path: index into kReadPathNames
+extern int timeout_ms;             // ramp.timeout_ms
+extern int connect_timeout_ms;     // ramp.connect_timeout_ms
+extern char* token_file;           // ramp.token_file (superuser only)
+extern int buckets;                // ramp.buckets: partitions of a new keyspace
+extern int scan_method;            // ramp.scan_method: 0 auto, 1 probe, 2 pages
+extern bool rescan_cache;          // ramp.rescan_cache: rescans replay an earlier pass's rows
+extern double row_fetch_cost;      // ramp.row_fetch_cost: planner cost of a row fetched by TID
 extern int address_cache_entries;  // ramp.address_cache_entries: shared GET* cache size
-extern bool row_locks;          // ramp.row_locks: UPDATE/DELETE/FOR UPDATE take write intents
+extern bool row_locks;             // ramp.row_locks: UPDATE/DELETE/FOR UPDATE take write intents
 // Fault injection for tests (superuser, hidden): the client's debug_commit_delay_us, and
 // ramp_hash lookups without their consistency check (the atomicity test proves with it
 // that it catches fractured reads).
@@ -28,6 +28,9 @@ extern bool debug_scan_own_snapshots;
 // Test only: a transaction's materialized-view deltas commit in a RAMP PUT of their own, this
 // many milliseconds after the base rows' PUT (0: one PUT, the normal case; immv/).
 extern int debug_immv_separate_put_ms;
+// Test only: materialized views' writers wait with locks of one PostgreSQL server (lock
+// objects, advisory locks) instead of the cluster's write intents (immv/maintain.cpp).
+extern bool debug_immv_local_waits;
 
 const char* TransportName();  // "shm", "tcp", "verbs"
 const char* ReadPathName();   // "rpc", "get+", "get*"

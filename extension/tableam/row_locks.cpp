@@ -22,6 +22,7 @@
 #include "tableam/tableam.hpp"
 
 extern "C" {
+#include "pgstat.h"
 #include "storage/proc.h"
 #include "utils/timeout.h"
 }
@@ -64,6 +65,74 @@ ramp::IntentMode IntentModeOf(LockTupleMode mode) {
   return ramp::IntentMode::kExclusive;
 }
 
+namespace {
+
+// The transaction's intent owner, for the session's current client.
+void EnsureIntentOwner(XactState& x, ramp::Client& client) {
+  if (x.intent_owner != 0 && x.intent_client != client.client_id()) {
+    // The session reconnected (a new client): the servers released the old client's
+    // intents when its connections closed. The commit's version check still guards.
+    x.intents.clear();
+    x.locked_latest.clear();
+    x.key_intents.clear();
+    x.intent_owner = 0;
+  }
+  if (x.intent_owner == 0) {
+    x.intent_owner = client.NewIntentOwner();
+    x.intent_client = client.client_id();
+    x.intent_priority = ramp::HybridClock::PhysicalNow();
+  }
+}
+
+// Takes an intent for the current transaction (its owner exists) as LockRow does: at once,
+// or (policy block) waiting cancellably, lock_timeout counting from the wait. False: held by
+// another transaction and the policy is SKIP LOCKED. `relname` names the relation in messages,
+// `context` the errors of the cluster, `waiting` a deadlock.
+bool AcquireFor(const XactState& x, const ramp::KeyspaceRef& ks, std::string_view key,
+                ramp::IntentMode mode, LockWaitPolicy policy, const std::string& relname,
+                const std::string& context, const std::string& waiting, ramp::IntentResult* r) {
+  Session& session = Session::Get();
+  ramp::Client& client = session.client();
+  session.Define(ks);
+  ramp::IntentRequest req;
+  req.owner = x.intent_owner;
+  req.priority = x.intent_priority;
+  req.keyspace = ks.id;
+  req.key = key;
+  req.mode = mode;
+  req.wait = false;
+  req.deadlock_check_ms = DeadlockTimeout > 0 ? DeadlockTimeout : 1000;
+  session.Check(client.AcquireIntent(req, r), context, /*keep_on_cancel=*/true);
+  if (r->outcome != ramp::IntentResult::Outcome::kHeld) return true;
+  if (policy == LockWaitSkip) return false;
+  if (policy == LockWaitError) {
+    throw SqlError(ERRCODE_LOCK_NOT_AVAILABLE,
+                   "could not obtain lock on row in relation \"" + relname + "\"",
+                   "The row is " + r->detail + ".");
+  }
+  // Wait. lock_timeout counts from here, as heap's does from its lock wait.
+  req.wait = true;
+  const bool timed = LockTimeout > 0;
+  if (timed) PgCall([] { enable_timeout_after(LOCK_TIMEOUT, LockTimeout); });
+  // Shown in pg_stat_activity (wait_event_type and wait_event "Extension").
+  pgstat_report_wait_start(PG_WAIT_EXTENSION);
+  const ramp::Status st = client.AcquireIntent(req, r);
+  pgstat_report_wait_end();
+  // A cancel keeps the timeout's indicator: CHECK_FOR_INTERRUPTS then reports "canceling
+  // statement due to lock timeout" (55P03) rather than a user cancel.
+  const bool keep_indicator = st.Is(ramp::Status::Code::kCancelled);
+  if (timed) PgCall([keep_indicator] { disable_timeout(LOCK_TIMEOUT, keep_indicator); });
+  session.Check(st, context, /*keep_on_cancel=*/true);
+  if (r->outcome == ramp::IntentResult::Outcome::kDeadlock) {
+    throw SqlError(ERRCODE_T_R_DEADLOCK_DETECTED, "deadlock detected",
+                   "While " + waiting + ": " + r->detail + ".",
+                   "The transaction that started last gave way; retry it.");
+  }
+  return true;
+}
+
+}  // namespace
+
 bool LockRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid, ramp::IntentMode mode,
              LockWaitPolicy policy, RowLock* out) {
   *out = RowLock();
@@ -75,6 +144,7 @@ bool LockRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid, ramp::In
     // intents when its connections closed. The commit's version check still guards.
     x.intents.clear();
     x.locked_latest.clear();
+    x.key_intents.clear();
     x.intent_owner = 0;
   }
   const auto held = x.intents.find({ks.id, rowid});
@@ -130,6 +200,25 @@ bool LockRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid, ramp::In
   out->latest = r.latest;
   out->value = std::move(r.value);
   if (mode != ramp::IntentMode::kKeyShare) x.locked_latest[{ks.id, rowid}] = r.latest;
+  return true;
+}
+
+bool LockKey(const ramp::KeyspaceRef& ks, std::string_view key, ramp::IntentMode mode,
+             const std::string& what, ramp::Timestamp* latest) {
+  XactState& x = Xact();
+  EnsureIntentOwner(x, Session::Get().client());
+  auto held = x.key_intents.find({ks.id, std::string(key)});
+  if (held != x.key_intents.end() &&
+      (held->second == mode || held->second == ramp::IntentMode::kExclusive)) {
+    return false;
+  }
+  // Two different modes held together are exclusive (as at the server).
+  const ramp::IntentMode want = held == x.key_intents.end() ? mode : ramp::IntentMode::kExclusive;
+  ramp::IntentResult r;
+  AcquireFor(x, ks, key, want, LockWaitBlock, what, "waiting for " + what, "waiting for " + what,
+             &r);
+  x.key_intents[{ks.id, std::string(key)}] = want;
+  *latest = r.latest;
   return true;
 }
 

@@ -81,6 +81,13 @@ ramp::IntentMode IntentModeOf(LockTupleMode mode);
 // PostgreSQL's errors (through the boundary).
 bool LockRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid, ramp::IntentMode mode,
              LockWaitPolicy policy, RowLock* out);
+// An intent on a key of the caller's own layout in a table's keyspace (not a row: keys of
+// another length; a materialized view's waits, immv/maintain.cpp), held to the transaction's
+// end, waited for as LockRow does (cancellable, lock_timeout, 40P01); `what` names it in
+// messages. False when the transaction held it already in that mode (or exclusive). True
+// when taken now: *latest is the key's newest committed version at the grant.
+bool LockKey(const ramp::KeyspaceRef& ks, std::string_view key, ramp::IntentMode mode,
+             const std::string& what, ramp::Timestamp* latest);
 // UPDATE and DELETE: locks a committed row the transaction has not written yet; TM_Updated
 // or TM_Deleted (tmfd filled) when the version the statement read is no longer the newest,
 // TM_Ok otherwise. Does nothing when ramp.row_locks is off.

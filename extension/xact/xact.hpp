@@ -66,6 +66,8 @@ struct XactState {
   // The newest committed version of rows locked in a mode no writer can get past (share or
   // stronger), as the lock's grant (or a read under it) told it: it cannot change any more.
   std::map<std::pair<ramp::KeyspaceId, uint64_t>, ramp::Timestamp> locked_latest;
+  // Intents on keys that are not rows (tam::LockKey: materialized views' waits), by mode.
+  std::map<std::pair<ramp::KeyspaceId, std::string>, ramp::IntentMode> key_intents;
   // Rows tuple_lock handed to a locker of this transaction (ON CONFLICT DO UPDATE, BEFORE
   // row triggers, FOR UPDATE/SHARE, EvalPlanQual), and the new row ids an UPDATE gave them.
   // Heap keeps such a lock in the row's xmax and an UPDATE carries it to the new version:

@@ -205,20 +205,21 @@ INSERT INTO orders VALUES (9101, 5, 2, 'mine');
 COMMIT;
 SELECT n, lo FROM v_agg WHERE cust = 5;
 SELECT * FROM diffs();
--- Writers of two base tables of one join view: the second waits for the first's commit (a
--- lock per view and base table) and its delta then joins the first one's rows.
+-- Writers of two base tables of one join view: the second waits for the first's commit (an
+-- intent per view on the cluster, shown as wait event "Extension") and its delta then joins
+-- the first one's rows.
 BEGIN;
 INSERT INTO orders VALUES (9200, 40, 10, 'pair');          -- customer 40 does not exist yet
 SELECT dblink_send_query('other', 'INSERT INTO cust VALUES (40, 1, ''c40'')');
 DO $$
 BEGIN
   FOR i IN 1 .. 300 LOOP   -- until the other session waits for our lock (at most 30 s)
-    EXIT WHEN EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'object' AND NOT granted);
+    EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Extension');
     PERFORM pg_sleep(0.1);
   END LOOP;
 END
 $$;
-SELECT count(*) AS waiting_writers FROM pg_locks WHERE locktype = 'object' AND NOT granted;
+SELECT count(*) AS waiting_writers FROM pg_stat_activity WHERE wait_event_type = 'Extension';
 COMMIT;
 SELECT * FROM dblink_get_result('other') AS t(status text);
 SELECT * FROM v_join3 WHERE id = 9200;
@@ -236,12 +237,13 @@ SELECT dblink_send_query('other', 'INSERT INTO items VALUES (9300, 2, 4)');
 DO $$
 BEGIN
   FOR i IN 1 .. 300 LOOP
-    EXIT WHEN EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted);
+    EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Extension');
     PERFORM pg_sleep(0.1);
   END LOOP;
 END
 $$;
-SELECT locktype, count(*) AS waiting_writers FROM pg_locks WHERE NOT granted GROUP BY 1;
+SELECT wait_event_type, wait_event, count(*) AS waiting_writers FROM pg_stat_activity
+ WHERE wait_event_type = 'Extension' GROUP BY 1, 2;
 COMMIT;
 SELECT * FROM dblink_get_result('other') AS t(status text);
 SELECT * FROM dblink_get_result('other') AS t(status text);  -- (done)

@@ -313,7 +313,15 @@ struct MigrationStatus {
 // (Client::NewIntentOwner). Modes are PostgreSQL's row-lock modes and conflict as they do.
 // Readers never wait for intents; writes do not check them (the commit's version check is
 // the safety net for writers that take none).
+// Beyond them, GroupIntent(g): requests of one group go together, of different groups
+// conflict, and a group conflicts with every mode above but key-share (the writers of one
+// base table of a materialized view against those of its other tables).
 enum class IntentMode : uint8_t { kKeyShare = 0, kShare = 1, kNoKeyExclusive = 2, kExclusive = 3 };
+inline constexpr uint32_t kIntentGroups = 252;
+// g < kIntentGroups.
+inline IntentMode GroupIntent(uint32_t g) {
+  return static_cast<IntentMode>(4 + g);
+}
 
 struct IntentRequest {
   uint64_t owner = 0;     // Client::NewIntentOwner()

@@ -26,7 +26,9 @@ Status CheckCount(uint32_t count, size_t remaining, size_t min_item, const char*
   return Status::OK();
 }
 
-void PutView(StringByteWriter& w, std::string_view s) { w.PutString(s); }
+void PutView(StringByteWriter& w, std::string_view s) {
+  w.PutString(s);
+}
 
 bool GetView(ByteReader& r, std::string_view* out) {
   ByteReader save = r;
@@ -44,13 +46,17 @@ void PutTs(StringByteWriter& w, const Timestamp& t) {
   w.PutU64(t.time);
   w.PutU64(t.client);
 }
-bool GetTs(ByteReader& r, Timestamp* t) { return r.GetU64(&t->time) && r.GetU64(&t->client); }
+bool GetTs(ByteReader& r, Timestamp* t) {
+  return r.GetU64(&t->time) && r.GetU64(&t->client);
+}
 
 void PutPart(StringByteWriter& w, const PartitionId& p) {
   w.PutU64(p.keyspace);
   w.PutU32(p.bucket);
 }
-bool GetPart(ByteReader& r, PartitionId* p) { return r.GetU64(&p->keyspace) && r.GetU32(&p->bucket); }
+bool GetPart(ByteReader& r, PartitionId* p) {
+  return r.GetU64(&p->keyspace) && r.GetU32(&p->bucket);
+}
 
 void PutRegion(StringByteWriter& w, const transport::RemoteRegion& g) {
   w.PutU64(g.id);
@@ -60,8 +66,8 @@ void PutRegion(StringByteWriter& w, const transport::RemoteRegion& g) {
   w.PutU32(g.reserved);
 }
 bool GetRegion(ByteReader& r, transport::RemoteRegion* g) {
-  return r.GetU64(&g->id) && r.GetU64(&g->key) && r.GetU64(&g->length) &&
-         r.GetU32(&g->access) && r.GetU32(&g->reserved);
+  return r.GetU64(&g->id) && r.GetU64(&g->key) && r.GetU64(&g->length) && r.GetU32(&g->access) &&
+         r.GetU32(&g->reserved);
 }
 
 bool GetItemStatus(ByteReader& r, ItemStatus* s) {
@@ -201,16 +207,15 @@ void Encode(const HelloReply& m, std::string* out) {
 Status Decode(std::string_view body, HelloReply* out) {
   ByteReader r(body);
   uint32_t n = 0;
-  if (!r.GetU32(&out->node) || !r.GetU32(&out->node_count) ||
-      !r.GetU32(&out->default_buckets) || !GetRegion(r, &out->arena) ||
-      !r.GetU64(&out->instance) || !r.GetU32(&n)) {
+  if (!r.GetU32(&out->node) || !r.GetU32(&out->node_count) || !r.GetU32(&out->default_buckets) ||
+      !GetRegion(r, &out->arena) || !r.GetU64(&out->instance) || !r.GetU32(&n)) {
     return Truncated("HELLO reply");
   }
   RAMP_RETURN_IF_ERROR(CheckCount(n, r.remaining(), 4, "HELLO reply"));
   if (n != out->node_count || out->node >= n || out->default_buckets == 0) {
-    return Status::Corruption("malformed HELLO reply: node " + std::to_string(out->node) +
-                              " of " + std::to_string(out->node_count) + " with " +
-                              std::to_string(n) + " endpoints");
+    return Status::Corruption("malformed HELLO reply: node " + std::to_string(out->node) + " of " +
+                              std::to_string(out->node_count) + " with " + std::to_string(n) +
+                              " endpoints");
   }
   out->nodes.clear();
   for (uint32_t i = 0; i < n; i++) {
@@ -561,9 +566,7 @@ Status Decode(std::string_view body, IntentRequest* out) {
       !r.GetU8(&out->mode) || !GetPart(r, &out->part) || !GetView(r, &out->key)) {
     return Truncated("INTENT");
   }
-  if (out->mode > kIntentExclusive) {
-    return Status::Corruption("malformed INTENT: mode " + std::to_string(out->mode));
-  }
+  // Every mode is valid: 0..3 row-lock modes, 4..255 groups (kIntentGroupBase).
   if (out->flags > (kIntentWait | kIntentWithdraw)) {
     return Status::Corruption("malformed INTENT: flags " + std::to_string(out->flags));
   }
@@ -707,8 +710,8 @@ Status Decode(std::string_view body, uint32_t count, std::vector<PartitionInfo>*
   out->resize(count);
   for (auto& p : *out) {
     uint64_t bits = 0;
-    if (!GetPart(r, &p.id) || !r.GetU32(&p.owner) || !r.GetU64(&p.epoch) ||
-        !r.GetU64(&p.keys) || !r.GetU64(&p.bytes) || !r.GetU64(&bits)) {
+    if (!GetPart(r, &p.id) || !r.GetU32(&p.owner) || !r.GetU64(&p.epoch) || !r.GetU64(&p.keys) ||
+        !r.GetU64(&p.bytes) || !r.GetU64(&bits)) {
       return Truncated("PARTITIONS reply");
     }
     std::memcpy(&p.ops_per_sec, &bits, sizeof(bits));
@@ -877,8 +880,8 @@ Status Decode(std::string_view body, MigrateCtlReply* out) {
   if (!r.GetU8(&out->exists) || !r.GetU8(&out->owns) || !r.GetU8(&out->caught_up) ||
       !r.GetU8(&out->finished) || !r.GetU64(&out->bytes_copied) || !r.GetU64(&out->bytes_total) ||
       !r.GetU64(&out->partition_bytes) || !r.GetU64(&out->free_bytes) ||
-      !r.GetU32(&out->page_count) ||
-      !r.GetU64(&out->load_mops) || !GetTs(r, &out->watermark) || !GetView(r, &err)) {
+      !r.GetU32(&out->page_count) || !r.GetU64(&out->load_mops) || !GetTs(r, &out->watermark) ||
+      !GetView(r, &err)) {
     return Truncated("MIGRATE_CTL reply");
   }
   out->error.assign(err);

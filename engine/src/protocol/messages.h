@@ -33,18 +33,18 @@ enum class Op : uint16_t {
   kPrepare = 3,
   kCommit = 4,
   kAbort = 5,
-  kLookup = 6,        // directory: owner and epoch of partitions (asked at their home)
-  kLock = 7,          // strict 2PL baseline: acquire locks (no-wait)
-  kUnlock = 8,        // strict 2PL baseline: release a transaction's locks
-  kWriteLocked = 9,   // strict 2PL baseline: install values under held write locks
-  kStatus = 10,       // server counters
-  kPartitions = 11,   // per-partition status
+  kLookup = 6,       // directory: owner and epoch of partitions (asked at their home)
+  kLock = 7,         // strict 2PL baseline: acquire locks (no-wait)
+  kUnlock = 8,       // strict 2PL baseline: release a transaction's locks
+  kWriteLocked = 9,  // strict 2PL baseline: install values under held write locks
+  kStatus = 10,      // server counters
+  kPartitions = 11,  // per-partition status
   kDropKeyspace = 12,
-  kClock = 13,        // the server's clock (scans pick their snapshot from it)
-  kGetGroup = 14,     // every live entry of a group of grouped keys (secondary indexes)
-  kIntent = 15,         // write intents: take (or wait for, or withdraw a wait for) a row lock
-  kIntentRelease = 16,  // write intents: release a transaction's intents at its end
-  kWaitsFor = 17,       // write intents: whom transactions wait for (deadlock detection)
+  kClock = 13,            // the server's clock (scans pick their snapshot from it)
+  kGetGroup = 14,         // every live entry of a group of grouped keys (secondary indexes)
+  kIntent = 15,           // write intents: take (or wait for, or withdraw a wait for) a row lock
+  kIntentRelease = 16,    // write intents: release a transaction's intents at its end
+  kWaitsFor = 17,         // write intents: whom transactions wait for (deadlock detection)
   kCommitAddresses = 18,  // COMMIT whose reply gives the committed records' addresses (GET*)
   kScanOpen = 20,
   kScanNext = 21,
@@ -79,8 +79,7 @@ Status DecodeHeader(std::string_view msg, Header* out);
 // Builds a reply header for a request; the caller appends the body.
 Header ReplyTo(const Header& request, uint64_t clock, uint32_t count = 0);
 // An error reply: header with the status code, the message as body.
-void EncodeErrorReply(const Header& request, uint64_t clock, const Status& error,
-                      std::string* out);
+void EncodeErrorReply(const Header& request, uint64_t clock, const Status& error, std::string* out);
 // Turns an error reply back into a Status (OK when header.status is 0).
 Status DecodeErrorReply(const Header& h, std::string_view body);
 
@@ -91,11 +90,11 @@ struct Hello {
   uint8_t peer_kind = 0;  // 0 = client, 1 = server
 };
 struct HelloReply {
-  uint32_t node = 0;        // this server's index in the cluster
+  uint32_t node = 0;  // this server's index in the cluster
   uint32_t node_count = 0;
   uint32_t default_buckets = kDefaultBuckets;
-  transport::RemoteRegion arena;  // the page memory GET* reads one-sided
-  uint64_t instance = 0;          // changes when the server restarts (address caches reset)
+  transport::RemoteRegion arena;   // the page memory GET* reads one-sided
+  uint64_t instance = 0;           // changes when the server restarts (address caches reset)
   std::vector<std::string> nodes;  // endpoints of every node ("tcp://..,shm://..")
   // Nodes 0..homes-1 are the homes of partitions (HomeOf(p, homes)); later nodes are home
   // of none and own what migrations move to them. Last on the wire and optional when
@@ -188,8 +187,8 @@ struct PrepareItem {
   std::string_view key;
   std::string_view value;
   uint8_t flags = 0;
-  Timestamp expected;          // kPutHasExpected: the version the writer read
-  std::string_view metadata;   // encoded record::Metadata
+  Timestamp expected;         // kPutHasExpected: the version the writer read
+  std::string_view metadata;  // encoded record::Metadata
 };
 struct PrepareRequest {
   Timestamp ts;
@@ -197,9 +196,9 @@ struct PrepareRequest {
 };
 // Error details of a refused PREPARE (body of the error reply, after the message).
 struct PrepareError {
-  uint32_t item = 0;      // index of the item that failed
-  Timestamp watermark;    // kAborted for a stale timestamp: draw a timestamp above this
-  uint32_t owner = 0;     // kMoved
+  uint32_t item = 0;    // index of the item that failed
+  Timestamp watermark;  // kAborted for a stale timestamp: draw a timestamp above this
+  uint32_t owner = 0;   // kMoved
   uint64_t epoch = 0;
 };
 void Encode(const PrepareRequest& m, std::string* out);
@@ -278,6 +277,12 @@ inline constexpr uint8_t kIntentKeyShare = 0;
 inline constexpr uint8_t kIntentShare = 1;
 inline constexpr uint8_t kIntentNoKeyExclusive = 2;
 inline constexpr uint8_t kIntentExclusive = 3;
+// Modes kIntentGroupBase + g (g = 0..251): "a writer of group g". Requests of one group go
+// together, of different groups conflict, and a group conflicts with every row-lock mode but
+// key-share. A materialized view's writers of base table g take it on one key of the view
+// (extension/immv/maintain.cpp): writers of one table run side by side, of different
+// tables wait for each other, as PostgreSQL's RowExclusiveLock against ShareLock.
+inline constexpr uint8_t kIntentGroupBase = 4;
 // IntentRequest::flags
 inline constexpr uint8_t kIntentWait = 1;      // queue when held; the reply comes when granted
 inline constexpr uint8_t kIntentWithdraw = 2;  // withdraw this owner's queued request for the key
@@ -302,8 +307,8 @@ inline constexpr uint8_t kIntentGranted = 0;
 inline constexpr uint8_t kIntentHeld = 1;  // not granted (no wait asked): holders say by whom
 struct IntentReply {                       // count = holders
   uint8_t outcome = kIntentGranted;
-  uint8_t live = 0;  // granted: the key's latest committed version is a live row
-  Timestamp latest;  // granted: that version (zero: never written)
+  uint8_t live = 0;        // granted: the key's latest committed version is a live row
+  Timestamp latest;        // granted: that version (zero: never written)
   std::string_view value;  // granted and live: its value
   std::vector<IntentHolder> holders;
 };
@@ -367,7 +372,7 @@ Status Decode(std::string_view body, DropKeyspaceRequest* out);
 
 // ---- termination (server to server) -------------------------------------------------------
 enum class TxnState : uint8_t {
-  kUnknown = 0,    // never saw the timestamp (and now refuses a late PREPARE of it)
+  kUnknown = 0,  // never saw the timestamp (and now refuses a late PREPARE of it)
   kPrepared = 1,
   kCommitted = 2,
   kAborted = 3,

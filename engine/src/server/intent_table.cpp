@@ -7,9 +7,20 @@ namespace ramp::server {
 
 namespace {
 
+bool IsGroup(uint8_t mode) {
+  return mode >= protocol::kIntentGroupBase;
+}
+
 // The stronger of two modes one owner holds; share + no-key-exclusive make exclusive (as a
-// PostgreSQL tuple locked both ways).
+// PostgreSQL tuple locked both ways). A group with anything but itself or key-share is
+// exclusive too (it conflicts with both groups' writers).
 uint8_t Combine(uint8_t a, uint8_t b) {
+  if (a == b) return a;
+  if (IsGroup(a) || IsGroup(b)) {
+    if (a == protocol::kIntentKeyShare) return b;
+    if (b == protocol::kIntentKeyShare) return a;
+    return protocol::kIntentExclusive;
+  }
   if ((a == protocol::kIntentShare && b == protocol::kIntentNoKeyExclusive) ||
       (b == protocol::kIntentShare && a == protocol::kIntentNoKeyExclusive)) {
     return protocol::kIntentExclusive;
@@ -18,6 +29,10 @@ uint8_t Combine(uint8_t a, uint8_t b) {
 }
 
 bool Covers(uint8_t held, uint8_t wanted) {
+  if (IsGroup(held) || IsGroup(wanted)) {
+    return held == wanted || held == protocol::kIntentExclusive ||
+           wanted == protocol::kIntentKeyShare;
+  }
   return held == wanted || held == protocol::kIntentExclusive ||
          (wanted == protocol::kIntentKeyShare) ||
          (held == protocol::kIntentNoKeyExclusive && wanted != protocol::kIntentShare &&
@@ -26,9 +41,13 @@ bool Covers(uint8_t held, uint8_t wanted) {
 
 }  // namespace
 
-// PostgreSQL's row-lock conflict table (README of heapam: tuple lock modes).
+// PostgreSQL's row-lock conflict table (README of heapam: tuple lock modes), and groups
+// (kIntentGroupBase): only the same group, and key-share, go with a group.
 bool IntentTable::Conflicts(uint8_t a, uint8_t b) {
   using namespace protocol;
+  if (IsGroup(a) || IsGroup(b)) {
+    return a != b && a != kIntentKeyShare && b != kIntentKeyShare;
+  }
   if (a == kIntentExclusive || b == kIntentExclusive) return true;
   if (a == kIntentKeyShare || b == kIntentKeyShare) return false;
   // Share and no-key-exclusive: only share with share goes together.
