@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -59,6 +60,9 @@ Status TestCluster::Start(const TestClusterOptions& options, std::unique_ptr<Tes
   char tmpl[] = "/tmp/ramp-itest-XXXXXX";
   if (!mkdtemp(tmpl)) return Status::FromErrno("mkdtemp", errno);
   c->dir_ = tmpl;
+  if (std::getenv("RAMP_KEEP_TEST_DIRS") != nullptr) {
+    std::fprintf(stderr, "test cluster directory (kept): %s\n", c->dir_.c_str());
+  }
   c->token_file_ = c->dir_ + "/token";
   RAMP_RETURN_IF_ERROR(WriteFile(c->token_file_, options.token + "\n"));
   std::string cluster = "# written by TestCluster\n";

@@ -2,7 +2,9 @@
 // the transaction's metadata, and only when every PREPARE is acknowledged, COMMIT the
 // timestamp at every server involved. Both phases go to all servers at once.
 #include <algorithm>
+#include <chrono>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "client/transaction_state.h"
@@ -99,10 +101,38 @@ void LearnAddresses(Client::Impl& c, uint32_t node, const PendingCall& reply) {
 // A server that no longer owns one of its partitions (a migration's cutover) refuses the
 // decision with MOVED: that server's partitions are regrouped by their owners and sent again
 // (decisions are idempotent).
+// A COMMIT of a partition on the move is followed until it is applied or the commit's
+// deadline passes, also past kMaxMoves and across an unreachable home or new owner (one that
+// crashed in the middle of the move, which then completes or rolls back): the server that
+// holds the transaction prepared no longer answers for the partition, so until the
+// termination timeout nothing else commits it, and the write, acknowledged to the caller,
+// would read back older meanwhile. Other failures of a decision are left to the servers
+// (a restarted server refuses reads of what it holds in doubt until it has resolved it).
 Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
               const std::map<uint32_t, std::vector<PartitionId>>& parts_by_node,
               bool release_intents = false, bool per_partition = false) {
   constexpr int kMaxMoves = 64;
+  constexpr int kRetryPauseMs = 20;  // between attempts to reach a partition's owner
+  const bool commit = op != Op::kAbort;
+  // A time-bound retry of a COMMIT: while the commit's deadline (CommitDeadline) is ahead.
+  auto time_left = [&] { return commit && std::chrono::steady_clock::now() < c.Deadline(); };
+  std::set<PartitionId> on_the_move;  // refused with MOVED at least once
+  // The partitions of a failed message that are retried (forgetting where they were sent):
+  // those on the move when the failure is Unavailable and time is left. True when all are.
+  auto retry_moving = [&](const std::vector<PartitionId>& sent, const Status& st,
+                          std::vector<PartitionId>* moved) {
+    if (!st.Is(Status::Code::kUnavailable) || !time_left()) return false;
+    bool all = true;
+    for (const PartitionId& p : sent) {
+      if (!on_the_move.count(p)) {
+        all = false;
+        continue;
+      }
+      c.placements.erase(p);  // asked again of its home
+      moved->push_back(p);
+    }
+    return all;
+  };
   std::map<uint32_t, std::vector<PartitionId>> todo = parts_by_node;
   Status result;
   for (int attempt = 0; !todo.empty(); attempt++) {
@@ -118,6 +148,7 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
     }
     std::vector<uint64_t> ids;
     std::vector<size_t> sent_messages;  // per id, its index in messages
+    std::vector<PartitionId> moved;
     std::string body;
     for (size_t m = 0; m < messages.size(); m++) {
       const auto& [node, parts] = messages[m];
@@ -128,7 +159,7 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
       Status st =
           c.Call(node, c.WriteChannel(), op, static_cast<uint32_t>(parts.size()), body, &id);
       if (!st.ok()) {
-        if (result.ok()) result = st;
+        if (!retry_moving(parts, st, &moved) && result.ok()) result = st;
         continue;
       }
       ids.push_back(id);
@@ -139,7 +170,6 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
     }
     Status waited = c.Wait(ids);
     if (!waited.ok()) return waited;
-    std::vector<PartitionId> moved;
     for (size_t i = 0; i < ids.size(); i++) {
       const auto& [node, sent] = messages[sent_messages[i]];
       PendingCall reply;
@@ -147,13 +177,16 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
       if (st.ok() && op == Op::kCommitAddresses) LearnAddresses(c, node, reply);
       protocol::PrepareError detail;
       std::string msg;
-      if (st.Is(Status::Code::kMoved) && attempt + 1 < kMaxMoves &&
+      if (st.Is(Status::Code::kMoved) && (attempt + 1 < kMaxMoves || time_left()) &&
           protocol::Decode(reply.body(), &detail, &msg).ok() && detail.item < sent.size()) {
         c.NoteMoved(sent[detail.item], detail.owner, detail.epoch);
+        on_the_move.insert(sent.begin(), sent.end());
         moved.insert(moved.end(), sent.begin(), sent.end());
         continue;
       }
-      if (!st.ok() && result.ok()) result = st.Annotate(c.NodeName(node));
+      if (!st.ok() && !retry_moving(sent, st, &moved) && result.ok()) {
+        result = st.Annotate(c.NodeName(node));
+      }
     }
     todo.clear();
     if (moved.empty()) break;
@@ -162,8 +195,8 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
     // the decision waits for it within the retries, rather than being left to the servers'
     // resolution of the transaction (its writes would stay invisible until then).
     Status resolved = c.ResolveOwners(moved);
-    while (!resolved.ok() && ++attempt + 1 < kMaxMoves) {
-      c.MoveBackoff(attempt + 1);
+    while (!resolved.ok() && resolved.Is(Status::Code::kUnavailable) && time_left()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(kRetryPauseMs));
       resolved = c.ResolveOwners(moved);
     }
     if (!resolved.ok()) return resolved;
