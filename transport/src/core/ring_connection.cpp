@@ -310,9 +310,11 @@ Status RingConnection::SendV(const iovec* iov, int iovcnt) {
     if (!s.Is(Status::Code::kBusy)) return s;
     // Fragments already written must be followed by the rest: it is queued whatever the
     // queue holds (the queue exceeds its bound by at most one message).
-  } else if (queued_bytes_ + total > options_.max_queued_bytes) {
+  } else if (queued_bytes() + total > options_.max_queued_bytes) {
+    // queued_bytes() counts what a provider holds unsent as well (tcp's batch): the bound is on
+    // everything the connection has accepted and not yet handed to the peer.
     Bump(counters_.send_busy, 1);
-    return Status::Busy("outgoing queue to " + peer() + " holds " + std::to_string(queued_bytes_) +
+    return Status::Busy("outgoing queue to " + peer() + " holds " + std::to_string(queued_bytes()) +
                         " bytes (max_queued_bytes " + std::to_string(options_.max_queued_bytes) +
                         ")");
   }
