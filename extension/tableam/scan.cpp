@@ -319,6 +319,15 @@ std::vector<uint64_t> BlockRowIds(uint32_t blockno) {
   return ids;
 }
 
+// The slot's system columns: the transaction's own version, or a committed one.
+void MarkWriter(TupleTableSlot* slot, const TableScan::Writer& writer) {
+  if (writer.own) {
+    MarkOwnVersion(slot, writer.cid);
+  } else {
+    MarkCommittedVersion(slot, writer.ts.time, writer.ts.client);
+  }
+}
+
 bool StoreNextOfBlock(TableScan& s, TupleTableSlot* slot) {
   if (s.block_pos >= s.block.rows.size()) return false;
   const RowVersion& row = s.block.rows[s.block_pos++];
@@ -386,11 +395,7 @@ bool ScanGetNextSlot(TableScanDesc scan, ScanDirection direction, TupleTableSlot
       if (!s.Step(direction != BackwardScanDirection)) return false;
       const TableScan::KeptRow& row = s.kept[s.kept_pos];
       StoreRow(slot, s.rel, row.rowid, row.value);
-      if (row.writer.own) {
-        MarkOwnVersion(slot, row.writer.cid);
-      } else {
-        MarkCommittedVersion(slot, row.writer.ts.time, row.writer.ts.client);
-      }
+      MarkWriter(slot, row.writer);
       return true;
     }
     if (direction == BackwardScanDirection) {
@@ -407,11 +412,7 @@ bool ScanGetNextSlot(TableScanDesc scan, ScanDirection direction, TupleTableSlot
     } else {
       StoreRow(slot, s.rel, rowid, value);
     }
-    if (writer.own) {
-      MarkOwnVersion(slot, writer.cid);
-    } else {
-      MarkCommittedVersion(slot, writer.ts.time, writer.ts.client);
-    }
+    MarkWriter(slot, writer);
     return true;
   });
   if (!found) ExecClearTuple(slot);

@@ -34,6 +34,19 @@ itest_cleanup() {
 trap itest_cleanup EXIT
 
 log() { echo "[$(date +%H:%M:%S)] $*"; }
+
+# For the itests on scripts/netns-cluster.sh: NETNS (the script), tools (where rampd and
+# its tools are), NC (the cluster's folder). Where network namespaces cannot be made, the
+# itest ends here: exit 0 with "SKIPPED: <reason>".
+netns_setup() {
+  NETNS="$RAMP_ROOT/scripts/netns-cluster.sh"
+  tools="$(dirname "${RAMPD:-$RAMP_ROOT/build/engine/tools/rampd}")"
+  NC="$ITEST_DIR/netns"
+  if ! reason="$("$NETNS" probe 2>&1)"; then
+    echo "SKIPPED: $reason"
+    exit 0
+  fi
+}
 fail() {
   echo "FAILED: $*" >&2
   exit 1

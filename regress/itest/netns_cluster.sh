@@ -15,14 +15,7 @@
 # Skips (exit 0, "SKIPPED: reason") where network namespaces cannot be made.
 . "$(dirname "$0")/lib.sh"
 
-NETNS="$RAMP_ROOT/scripts/netns-cluster.sh"
-tools="$(dirname "${RAMPD:-$RAMP_ROOT/build/engine/tools/rampd}")"
-NC="$ITEST_DIR/netns"
-
-if ! reason="$("$NETNS" probe 2>&1)"; then
-  echo "SKIPPED: $reason"
-  exit 0
-fi
+netns_setup
 
 netns_cleanup() {
   local status=$?
