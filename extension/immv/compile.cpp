@@ -1583,9 +1583,14 @@ char* KeyedSource(const ViewPlan* plan, const char* full, const char* keys) {
 // input rows) the log gets their contributions. With min/max, groups that lost rows are
 // recomputed from the base tables instead (their log rows replaced by one), in the same
 // statement, so the log rows it removes and the base rows it reads come from the same
-// snapshot.
+// snapshot. With only_reached, a group is recomputed only when a removed row's value
+// reaches the group's extremum in the log (>= its max, <= its min, or the log has none):
+// a removed value below the max leaves the max as it is. That is safe only because the
+// writers removing rows of one group then wait for each other (GroupLocks: they take an
+// intent per group before this statement, whose snapshot comes after the wait), so a
+// skipping writer never decides on a max that a concurrent recomputation is replacing.
 char* Maintenance(const ViewPlan* plan, const char* log, const char* prefix, const char* source,
-                  bool may_remove, const char* full) {
+                  bool may_remove, const char* full, bool only_reached = false) {
   StringInfoData s;
   initStringInfo(&s);
   appendStringInfoString(&s, "WITH ");
@@ -1595,20 +1600,79 @@ char* Maintenance(const ViewPlan* plan, const char* log, const char* prefix, con
     appendStringInfo(&s, " INSERT INTO %s %s", log, LogRows(plan, "__ramp_d", nullptr));
     return s.data;
   }
-  appendStringInfoString(&s, ", __ramp_rc AS (SELECT DISTINCT 1 AS __ramp_one");
   ListCell* lc;
-  foreach (lc, GroupColumns(plan)) appendStringInfo(&s, ", o.%s", static_cast<char*>(lfirst(lc)));
-  appendStringInfoString(&s, " FROM __ramp_d o WHERE o.__ramp_sign < 0), ");
+  if (only_reached) {
+    // The log's extremum of each group that lost rows (__ramp_x), then the groups where a
+    // removed value reaches it (or where the log has no extremum for a non-null value).
+    appendStringInfoString(&s, ", __ramp_rm AS (SELECT DISTINCT 1 AS __ramp_one");
+    foreach (lc, GroupColumns(plan)) appendStringInfo(&s, ", o.%s", static_cast<char*>(lfirst(lc)));
+    appendStringInfoString(&s, " FROM __ramp_d o WHERE o.__ramp_sign < 0), ");
+    appendStringInfoString(&s, "__ramp_x AS (SELECT 1 AS __ramp_one");
+    foreach (lc, GroupColumns(plan)) appendStringInfo(&s, ", l.%s", static_cast<char*>(lfirst(lc)));
+    StringInfoData reached;
+    initStringInfo(&reached);
+    appendStringInfoString(&reached, "false");
+    int j = 0;
+    foreach (lc, plan->aggs) {
+      ++j;
+      const AggKind kind = static_cast<AggInfo*>(lfirst(lc))->kind;
+      if (kind != kMin && kind != kMax) continue;
+      appendStringInfo(&s, ", %s(l.__m%d) AS __x%d", kind == kMin ? "min" : "max", j, j);
+      appendStringInfo(&reached, " OR COALESCE(o.__a%d %s r.__x%d, o.__a%d IS NOT NULL)", j,
+                       kind == kMin ? "<=" : ">=", j, j);
+    }
+    appendStringInfo(&s, " FROM %s l WHERE EXISTS (SELECT 1 FROM __ramp_rm r WHERE %s)", log,
+                     SameGroup(plan, "l"));
+    if (GroupColumns(plan) != NIL) {
+      appendStringInfoString(&s, " GROUP BY ");
+      const char* sep = "";
+      foreach (lc, GroupColumns(plan)) {
+        appendStringInfo(&s, "%sl.%s", sep, static_cast<char*>(lfirst(lc)));
+        sep = ", ";
+      }
+    }
+    appendStringInfoString(&s, "), __ramp_rc AS (SELECT DISTINCT 1 AS __ramp_one");
+    foreach (lc, GroupColumns(plan)) appendStringInfo(&s, ", o.%s", static_cast<char*>(lfirst(lc)));
+    appendStringInfo(&s,
+                     " FROM __ramp_d o LEFT JOIN __ramp_x r ON %s WHERE o.__ramp_sign < 0 AND "
+                     "(%s)), ",
+                     SameGroup(plan, "o"), reached.data);
+  } else {
+    appendStringInfoString(&s, ", __ramp_rc AS (SELECT DISTINCT 1 AS __ramp_one");
+    foreach (lc, GroupColumns(plan)) appendStringInfo(&s, ", o.%s", static_cast<char*>(lfirst(lc)));
+    appendStringInfoString(&s, " FROM __ramp_d o WHERE o.__ramp_sign < 0), ");
+  }
   appendStringInfo(&s,
                    "__ramp_gone AS (DELETE FROM %s l WHERE EXISTS (SELECT 1 FROM __ramp_rc r "
                    "WHERE %s)), ",
                    log, SameGroup(plan, "l"));
   appendStringInfo(&s, "__ramp_redo AS (INSERT INTO %s %s) ", log,
                    LogRows(plan, KeyedSource(plan, full, "__ramp_rc"), nullptr));
-  appendStringInfo(
-      &s, "INSERT INTO %s %s", log,
-      LogRows(plan, "__ramp_d",
-              psprintf("NOT EXISTS (SELECT 1 FROM __ramp_rc r WHERE %s)", SameGroup(plan, "d"))));
+  const char* not_recomputed =
+      psprintf("NOT EXISTS (SELECT 1 FROM __ramp_rc r WHERE %s)", SameGroup(plan, "d"));
+  if (only_reached) {
+    // The other groups that lost rows (__ramp_cg) are compacted instead: their log rows
+    // and the statement's rows become one log row. Their removers wait for each other, as
+    // above; rows that concurrent inserters append are not visible here, so they stay.
+    // This keeps the log of a min/max view about as small as recomputing every group did.
+    appendStringInfo(&s,
+                     ", __ramp_cg AS (SELECT m.* FROM __ramp_rm m WHERE NOT EXISTS (SELECT 1 "
+                     "FROM __ramp_rc r WHERE %s)), ",
+                     SameGroup(plan, "m"));
+    appendStringInfo(&s,
+                     "__ramp_cgone AS (DELETE FROM %s l WHERE EXISTS (SELECT 1 FROM __ramp_cg r "
+                     "WHERE %s) RETURNING l.*), ",
+                     log, SameGroup(plan, "l"));
+    const char* in_cg =
+        psprintf("EXISTS (SELECT 1 FROM __ramp_cg r WHERE %s)", SameGroup(plan, "d"));
+    appendStringInfo(&s, "__ramp_merged AS (INSERT INTO %s %s) ", log,
+                     LogRows(plan,
+                             psprintf("(SELECT * FROM __ramp_cgone UNION ALL %s)",
+                                      LogRows(plan, "__ramp_d", in_cg)),
+                             nullptr, RowsOf::kLog));
+    not_recomputed = psprintf("%s AND NOT %s", not_recomputed, in_cg);
+  }
+  appendStringInfo(&s, "INSERT INTO %s %s", log, LogRows(plan, "__ramp_d", not_recomputed));
   return s.data;
 }
 
@@ -1671,37 +1735,90 @@ char* NestedSource(const ViewPlan* plan) {
 
 // What a statement (new and/or old transition rows) on base table relid runs.
 char* StatementMaintenance(const ViewPlan* plan, const char* log, Oid relid, bool has_new,
-                           bool has_old, const char* full) {
+                           bool has_old, const char* full, bool only_reached) {
   if (plan->inner != nullptr) {
     return Maintenance(plan, log, NestedCtes(plan, relid, has_new, has_old), NestedSource(plan),
                        true, full);
   }
   bool may_remove;
   const char* source = DeltaTerms(plan, relid, has_new, has_old, &may_remove);
-  return Maintenance(plan, log, nullptr, source, may_remove, full);
+  return Maintenance(plan, log, nullptr, source, may_remove, full, only_reached);
+}
+
+// A SELECT of one hash per group that the statement's rows remove from (the type's own hash
+// function per group column, so that equal values get one key), for the per-group waits of
+// min/max views (see Maintenance); nullptr when the view cannot have them: no min/max, a
+// nested aggregate, no removal, or a group column whose type has no hash function.
+const char* GroupLocks(const ViewPlan* plan, Oid relid, bool has_new, bool has_old) {
+  if (!plan->has_minmax || plan->inner != nullptr || !plan->aggregate) return nullptr;
+  bool may_remove;
+  const char* source = DeltaTerms(plan, relid, has_new, has_old, &may_remove);
+  if (!may_remove) return nullptr;
+  StringInfoData parts;
+  initStringInfo(&parts);
+  appendStringInfoString(&parts, "'g'");
+  int i = 0;
+  ListCell* lc;
+  foreach (lc, plan->group_exprs) {
+    ++i;
+    const Oid hash =
+        lookup_type_cache(exprType(static_cast<Node*>(lfirst(lc))), TYPECACHE_HASH_PROC)->hash_proc;
+    if (!OidIsValid(hash)) return nullptr;
+    appendStringInfo(&parts, ", %s(d.__g%d)",
+                     quote_qualified_identifier(get_namespace_name(get_func_namespace(hash)),
+                                                get_func_name(hash)),
+                     i);
+  }
+  return psprintf("SELECT hashtext(concat_ws(',', %s)) AS h FROM (%s) d WHERE d.__ramp_sign < 0",
+                  parts.data, source);
 }
 
 // What the maintenance trigger waits for before the delta (maintain.cpp): nothing more, all
-// writers of the table ("serialize"), or the writers of the same values of a column of the
-// transition rows: then a statement giving the values' hashes (the type's own hash
-// function: equal values, 1.0 and 1.00 too, get one key) comes before the delta.
-const char* LockTag(Oid relid, int serialize, bool has_new, bool has_old) {
-  if (serialize == 0) return "";
-  if (serialize == kSerializeTable) return "/* ramp_immv: serialize */ ";
-  const auto attnum = static_cast<AttrNumber>(serialize);
-  const char* column = quote_identifier(get_attname(relid, attnum, false));
-  const Oid hash = lookup_type_cache(get_atttype(relid, attnum), TYPECACHE_HASH_PROC)->hash_proc;
-  const char* hash_name =
-      quote_qualified_identifier(get_namespace_name(get_func_namespace(hash)), get_func_name(hash));
-  const char* rows =
-      has_new && has_old
-          ? psprintf("SELECT %s FROM __ramp_new UNION ALL SELECT %s FROM __ramp_old", column,
-                     column)
-          : psprintf("SELECT %s FROM %s", column, has_new ? "__ramp_new" : "__ramp_old");
+// writers of the table ("serialize"), or the writers of the same keys: then a statement
+// giving the keys' hashes comes before the delta. The keys are the values of a column of the
+// transition rows (the type's own hash function: equal values, 1.0 and 1.00 too, get one
+// key) and, for min/max views, the groups the statement removes rows from (GroupLocks).
+// *only_reached: the delta may skip recomputing groups whose extremum the removed rows do
+// not reach, because removers of one group wait for each other.
+const char* LockTag(const ViewPlan* plan, Oid relid, int serialize, bool has_new, bool has_old,
+                    bool* only_reached) {
+  *only_reached = false;
+  if (serialize == kSerializeTable) {
+    *only_reached = plan->inner == nullptr && plan->aggregate;
+    return "/* ramp_immv: serialize */ ";
+  }
+  const char* keys = nullptr;
+  if (serialize > 0) {
+    const auto attnum = static_cast<AttrNumber>(serialize);
+    const char* column = quote_identifier(get_attname(relid, attnum, false));
+    const Oid hash = lookup_type_cache(get_atttype(relid, attnum), TYPECACHE_HASH_PROC)->hash_proc;
+    const char* hash_name = quote_qualified_identifier(get_namespace_name(get_func_namespace(hash)),
+                                                       get_func_name(hash));
+    const char* rows =
+        has_new && has_old
+            ? psprintf("SELECT %s FROM __ramp_new UNION ALL SELECT %s FROM __ramp_old", column,
+                       column)
+            : psprintf("SELECT %s FROM %s", column, has_new ? "__ramp_new" : "__ramp_old");
+    keys = psprintf("SELECT %s(t.%s) AS h FROM (%s) t WHERE t.%s IS NOT NULL", hash_name, column,
+                    rows, column);
+  }
+  const char* groups = GroupLocks(plan, relid, has_new, has_old);
+  if (keys == nullptr && groups == nullptr) return "";
+  *only_reached = groups != nullptr;
+  const char* all = keys != nullptr && groups != nullptr ? psprintf("%s UNION ALL %s", keys, groups)
+                    : keys != nullptr                    ? keys
+                                                         : groups;
   return psprintf(
-      "/* ramp_immv: lock */ SELECT DISTINCT %s(t.%s) AS h FROM (%s) t "
-      "WHERE t.%s IS NOT NULL\n/* ramp_immv: delta */\n",
-      hash_name, column, rows, column);
+      "/* ramp_immv: lock */ SELECT DISTINCT h FROM (%s) __ramp_h\n/* ramp_immv: delta */\n", all);
+}
+
+// A statement's maintenance: its waits (LockTag), then its delta.
+char* StatementSql(const ViewPlan* plan, const char* log, Oid relid, int serialize, bool has_new,
+                   bool has_old, const char* full) {
+  bool only_reached;
+  const char* tag = LockTag(plan, relid, serialize, has_new, has_old, &only_reached);
+  return psprintf("%s%s", tag,
+                  StatementMaintenance(plan, log, relid, has_new, has_old, full, only_reached));
 }
 
 void Emit(ReturnSetInfo* rsinfo, const char* kind, int base, const char* base_table,
@@ -1765,14 +1882,11 @@ Datum ramp_immv_compile(PG_FUNCTION_ARGS) {
     const int serialize = lfirst_int(sc);
     const char* tag = serialize != 0 ? "/* ramp_immv: serialize */ " : "";
     Emit(rsinfo, "INSERT", base, table,
-         psprintf("%s%s", LockTag(relid, serialize, true, false),
-                  StatementMaintenance(&plan, log, relid, true, false, full)));
+         StatementSql(&plan, log, relid, serialize, true, false, full));
     Emit(rsinfo, "DELETE", base, table,
-         psprintf("%s%s", LockTag(relid, serialize, false, true),
-                  StatementMaintenance(&plan, log, relid, false, true, full)));
+         StatementSql(&plan, log, relid, serialize, false, true, full));
     Emit(rsinfo, "UPDATE", base, table,
-         psprintf("%s%s", LockTag(relid, serialize, true, true),
-                  StatementMaintenance(&plan, log, relid, true, true, full)));
+         StatementSql(&plan, log, relid, serialize, true, true, full));
     Emit(rsinfo, "TRUNCATE", base, table, psprintf("%s%s", tag, refresh));
   }
   AtEOXact_GUC(true, guc_level);

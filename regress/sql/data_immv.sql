@@ -254,6 +254,37 @@ INSERT INTO items VALUES (9301, 1, 3);
 SELECT dblink_exec('other', 'INSERT INTO items VALUES (9302, 2, 4)');
 COMMIT;
 SELECT * FROM diffs();
+-- min/max: a writer that removes a row recomputes its group only when the row held the
+-- group's min or max; removers of one group therefore wait for each other (an intent per
+-- view and group), so that the second decides on the first one's result. Here this one
+-- removes group 0's max (20: recomputed to 18) and the other then removes 18, which must
+-- see 18 as the max and recompute again (without the wait it would skip: 18 < 20).
+-- Removers of other groups do not wait (a wait would end in the statement timeout).
+CREATE TABLE mm (id int PRIMARY KEY, g int, v int) USING ramp;
+INSERT INTO mm SELECT i, i % 2, i FROM generate_series(1, 20) i;
+SELECT ramp.create_immv('v_mm', 'SELECT g, max(v) AS hi, min(v) AS lo, count(*) AS n FROM mm GROUP BY g');
+BEGIN;
+DELETE FROM mm WHERE id = 20;
+SELECT dblink_exec('other', 'DELETE FROM mm WHERE id = 19');   -- group 1: no wait
+SELECT dblink_send_query('other', 'DELETE FROM mm WHERE id = 18');
+DO $$
+BEGIN
+  FOR i IN 1 .. 300 LOOP
+    EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Extension');
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END
+$$;
+SELECT count(*) AS waiting_writers FROM pg_stat_activity WHERE wait_event_type = 'Extension';
+COMMIT;
+SELECT * FROM dblink_get_result('other') AS t(status text);
+SELECT * FROM dblink_get_result('other') AS t(status text);  -- (done)
+SELECT * FROM v_mm ORDER BY g;
+-- Removing rows below the max and above the min leaves both (no recomputation needed).
+UPDATE mm SET v = v + 1 WHERE id IN (5, 6);
+DELETE FROM mm WHERE id = 7;
+SELECT * FROM v_mm ORDER BY g;
+SELECT * FROM diffs();
 SELECT dblink_disconnect('other');
 DROP EXTENSION dblink;
 
