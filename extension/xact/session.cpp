@@ -202,7 +202,10 @@ bool Session::RecentlyFailed() const {
 void Session::EndTransaction() noexcept {
   reads_.reset();  // its remembered versions, statement bounds and prefetched rows
   nested_start_ = 0;
-  if (broken_) Reset();
+  // A broken client is replaced at its next use (client()), not here: at an abort, scans
+  // that functions and triggers opened through SPI still live in memory that PostgreSQL
+  // frees only after the abort callbacks, and they read through the client (a backend
+  // crashed freeing a scan's buffers into a client already gone).
 }
 
 Session::KeyspaceSize Session::SizeOf(ramp::KeyspaceId ks, std::chrono::milliseconds max_age) {

@@ -120,6 +120,24 @@ out="$(session_last s)"
 expect_not_in "$out" "ERROR" "statements failed after SIGCONT"
 expect_in "$out" "^count\|[0-9]+$" "count(*) failed after SIGCONT"
 kill -0 "$backend" 2>/dev/null || fail "the backend is gone"
+
+log "8. a server stops in the middle of a scan run by a function"
+# The function's scan lives in SPI's memory, which a transaction block frees only after the
+# transaction's abort callbacks: the client the scan reads through must outlive it (the
+# backend crashed when the error's reconnect freed the client at the abort callback).
+psql_in pg -c "CREATE TABLE big (id int, v text) USING ramp;
+  INSERT INTO big SELECT g, repeat('x', 200) FROM generate_series(1, 100000) g;" >/dev/null
+session_send s "SET ramp.timeout_ms = 1500; BEGIN; DO \$\$ BEGIN PERFORM count(*) FROM big
+  WHERE id % 1000 <> 0 OR pg_sleep(0.1) IS NOT NULL; END \$\$; ROLLBACK;"
+sleep 2
+node_stop 2
+session_wait s 60
+expect_in "$(session_last s)" "ERROR: +08006:" "a scan in a function did not fail with 08006"
+kill -0 "$backend" 2>/dev/null || fail "the backend crashed after an error in a function's scan"
+node_cont 2
+session_send s "RESET ramp.timeout_ms; SELECT 'count', count(*) FROM f;"
+session_wait s 60
+expect_in "$(session_last s)" "^count\|[0-9]+$" "count(*) failed after the function's error"
 expect_not_in "$ITEST_DIR/pg/postgres.log" "terminated by signal|PANIC" "a backend crashed"
 session_close s
 log "faults: ok"

@@ -456,8 +456,11 @@ Status RampRead(Client::Impl& c, std::vector<ReadSlot>& slots, const Timestamp& 
     if (!st.Is(Status::Code::kAborted)) return st;
     c.stats.read_retries++;
     if (attempt + 1 >= kMaxReadRetries) {
-      return Status::Unavailable("read could not complete: " + st.message() + " (" +
-                                 std::to_string(kMaxReadRetries) + " attempts)");
+      // Every attempt lost a race with writers (the versions it needed were overwritten and
+      // collected, or moved): a conflict the caller may retry, not an unreachable server
+      // (which would also make PostgreSQL reopen its connections).
+      return Status::Conflict("read could not complete: " + st.message() + " (" +
+                              std::to_string(kMaxReadRetries) + " attempts)");
     }
   }
 }
