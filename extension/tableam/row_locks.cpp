@@ -84,10 +84,11 @@ void EnsureIntentOwner(XactState& x, ramp::Client& client) {
   }
 }
 
-// Takes an intent for the current transaction (its owner exists) as LockRow does: at once,
-// or (policy block) waiting cancellably, lock_timeout counting from the wait. False: held by
-// another transaction and the policy is SKIP LOCKED. `relname` names the relation in messages,
-// `context` the errors of the cluster, `waiting` a deadlock.
+// Takes an intent (a row's or another key's) for the current transaction (its owner
+// exists): at once, or (policy block) waiting cancellably, lock_timeout counting from the
+// wait, shown as wait event "Extension". False: held by another transaction and the policy
+// is SKIP LOCKED. `relname` names the relation in messages, `context` the errors of the
+// cluster, `waiting` a deadlock.
 bool AcquireFor(const XactState& x, const ramp::KeyspaceRef& ks, std::string_view key,
                 ramp::IntentMode mode, LockWaitPolicy policy, const std::string& relname,
                 const std::string& context, const std::string& waiting, ramp::IntentResult* r) {
@@ -137,58 +138,15 @@ bool LockRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid, ramp::In
              LockWaitPolicy policy, RowLock* out) {
   *out = RowLock();
   XactState& x = Xact();
-  Session& session = Session::Get();
-  ramp::Client& client = session.client();
-  if (x.intent_owner != 0 && x.intent_client != client.client_id()) {
-    // The session reconnected (a new client): the servers released the old client's
-    // intents when its connections closed. The commit's version check still guards.
-    x.intents.clear();
-    x.locked_latest.clear();
-    x.key_intents.clear();
-    x.intent_owner = 0;
-  }
+  EnsureIntentOwner(x, Session::Get().client());
   const auto held = x.intents.find({ks.id, rowid});
   if (held != x.intents.end() && Covers(held->second, mode)) return true;
-  if (x.intent_owner == 0) {
-    x.intent_owner = client.NewIntentOwner();
-    x.intent_client = client.client_id();
-    x.intent_priority = ramp::HybridClock::PhysicalNow();
-  }
-  session.Define(ks);
-  const std::string key = ramp::RowKey(rowid);
-  ramp::IntentRequest req;
-  req.owner = x.intent_owner;
-  req.priority = x.intent_priority;
-  req.keyspace = ks.id;
-  req.key = key;
-  req.mode = mode;
-  req.wait = false;
-  req.deadlock_check_ms = DeadlockTimeout > 0 ? DeadlockTimeout : 1000;
+  const std::string relname = Relname(rel);
   ramp::IntentResult r;
-  const std::string context = "locking a row of ramp table \"" + Relname(rel) + "\"";
-  session.Check(client.AcquireIntent(req, &r), context, /*keep_on_cancel=*/true);
-  if (r.outcome == ramp::IntentResult::Outcome::kHeld) {
-    if (policy == LockWaitSkip) return false;
-    if (policy == LockWaitError) {
-      throw SqlError(ERRCODE_LOCK_NOT_AVAILABLE,
-                     "could not obtain lock on row in relation \"" + Relname(rel) + "\"",
-                     "The row is " + r.detail + ".");
-    }
-    // Wait. lock_timeout counts from here, as heap's does from its lock wait.
-    req.wait = true;
-    const bool timed = LockTimeout > 0;
-    if (timed) PgCall([] { enable_timeout_after(LOCK_TIMEOUT, LockTimeout); });
-    const ramp::Status st = client.AcquireIntent(req, &r);
-    // A cancel keeps the timeout's indicator: CHECK_FOR_INTERRUPTS then reports "canceling
-    // statement due to lock timeout" (55P03) rather than a user cancel.
-    const bool keep_indicator = st.Is(ramp::Status::Code::kCancelled);
-    if (timed) PgCall([keep_indicator] { disable_timeout(LOCK_TIMEOUT, keep_indicator); });
-    session.Check(st, context, /*keep_on_cancel=*/true);
-    if (r.outcome == ramp::IntentResult::Outcome::kDeadlock) {
-      throw SqlError(ERRCODE_T_R_DEADLOCK_DETECTED, "deadlock detected",
-                     "While locking a row of relation \"" + Relname(rel) + "\": " + r.detail + ".",
-                     "The transaction that started last gave way; retry it.");
-    }
+  if (!AcquireFor(x, ks, ramp::RowKey(rowid), mode, policy, relname,
+                  "locking a row of ramp table \"" + relname + "\"",
+                  "locking a row of relation \"" + relname + "\"", &r)) {
+    return false;
   }
   if (held != x.intents.end()) {
     held->second = Combine(held->second, mode);
