@@ -278,32 +278,53 @@ Status Scanner::State::OpenAt(std::span<const size_t> which, bool wait_pending) 
     for (size_t i : which) by_node[c.OwnerOf(parts[i])].push_back(i);
     uint64_t pending = 0;
     bool moved = false;
+    // One SCAN_OPEN per node, all in flight at once (a scan of a small table is mostly
+    // these round trips).
+    std::vector<uint64_t> ids;
+    std::vector<const std::vector<size_t>*> sent;
     for (auto& [node, idx] : by_node) {
       protocol::ScanOpenRequest req;
       req.snapshot = snapshot;
       for (size_t i : idx) req.partitions.push_back(parts[i]);
       std::string body;
       protocol::Encode(req, &body);
+      uint64_t id = 0;
+      Status st = c.Call(node, c.ReadChannel(), protocol::Op::kScanOpen,
+                         static_cast<uint32_t>(idx.size()), body, &id);
+      if (!st.ok()) {
+        for (uint64_t i : ids) c.calls.erase(i);
+        return st.Annotate("SCAN_OPEN");
+      }
+      ids.push_back(id);
+      sent.push_back(&idx);
+    }
+    RAMP_RETURN_IF_ERROR(c.Wait(ids).Annotate("SCAN_OPEN"));
+    Status failed;
+    for (size_t n = 0; n < ids.size(); n++) {
+      const std::vector<size_t>& idx = *sent[n];
       PendingCall reply;
-      Status st = c.CallAndWait(node, c.ReadChannel(), protocol::Op::kScanOpen,
-                                static_cast<uint32_t>(idx.size()), body, &reply);
+      Status st = c.TakeReply(ids[n], &reply);
       if (st.Is(Status::Code::kMoved) && ++moves < kMaxMoves) {
         // A partition moved (migration): ask its home again, then the new owner.
         for (size_t i : idx) c.placements.erase(parts[i]);
         moved = true;
         continue;
       }
-      RAMP_RETURN_IF_ERROR(st.Annotate("SCAN_OPEN"));
       protocol::ScanOpenReply r;
-      RAMP_RETURN_IF_ERROR(protocol::Decode(reply.body(), reply.header.count, &r));
-      if (r.partitions.size() != idx.size()) {
-        return Status::Corruption("SCAN_OPEN reply does not match its request");
+      if (st.ok()) st = protocol::Decode(reply.body(), reply.header.count, &r);
+      if (st.ok() && r.partitions.size() != idx.size()) {
+        st = Status::Corruption("SCAN_OPEN reply does not match its request");
+      }
+      if (!st.ok()) {
+        if (failed.ok()) failed = st.Annotate("SCAN_OPEN");
+        continue;  // the other replies are still taken
       }
       for (size_t k = 0; k < idx.size(); k++) {
         info[idx[k]] = r.partitions[k];
         pending += r.partitions[k].pending;
       }
     }
+    RAMP_RETURN_IF_ERROR(failed);
     if (moved) {
       c.MoveBackoff(moves);
       RAMP_RETURN_IF_ERROR(c.ResolveOwners(ps));
