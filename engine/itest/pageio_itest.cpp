@@ -351,6 +351,66 @@ TEST_P(PageIoTest, ScanReturnsEveryCommittedRowOnce) {
   ScanReturnsEveryCommittedRowOnce(c.get(), Ks() + 1, true);
 }
 
+// A scan that ends leaves its page reader and row arena to the client's next scan (opening a
+// reader costs more than scanning a small table). Two scans open at once (a join of two page
+// scans) must not share them: each reads its own rows.
+TEST_P(PageIoTest, ScansReuseTheReaderOfTheScanBeforeAndNeverShareIt) {
+  auto c = OpenClient(*cluster_, GetParam());
+  const KeyspaceId ks = Ks(), other = Ks() + 1;
+  Load(c.get(), ks, 900, 150, "a", true);
+  Load(c.get(), other, 700, 230, "b", true);
+  ScanStats stats;
+  const auto want = ScanAll(c.get(), ks, &stats);
+  ASSERT_EQ(want.size(), 900u);
+  const auto want_other = ScanAll(c.get(), other, &stats);
+  ASSERT_EQ(want_other.size(), 700u);
+  EXPECT_TRUE(stats.reused_reader);
+  for (const auto& [k, v] : want_other) ASSERT_EQ(v.substr(0, 1), "b");
+
+  // Two scans open at once, read row by row in turn: the first takes the spare reader and
+  // arena, the second opens its own.
+  std::unique_ptr<Scanner> a, b;
+  ASSERT_TRUE(c->OpenScan(ks, ScanOptions(), &a).ok());
+  ASSERT_TRUE(c->OpenScan(other, ScanOptions(), &b).ok());
+  std::map<std::string, std::string> got_a, got_b;
+  for (bool done_a = false, done_b = false; !done_a || !done_b;) {
+    ScanRow row;
+    if (!done_a) {
+      ASSERT_TRUE(a->Next(&row, &done_a).ok());
+      if (!done_a) {
+        EXPECT_TRUE(got_a.emplace(row.key, row.value).second);
+      }
+    }
+    if (!done_b) {
+      ASSERT_TRUE(b->Next(&row, &done_b).ok());
+      if (!done_b) {
+        EXPECT_TRUE(got_b.emplace(row.key, row.value).second);
+      }
+    }
+  }
+  EXPECT_TRUE(a->stats().reused_reader);
+  EXPECT_FALSE(b->stats().reused_reader);
+  EXPECT_TRUE(got_a == want);
+  EXPECT_TRUE(got_b == want_other);
+  a.reset();
+  b.reset();
+  EXPECT_TRUE(ScanAll(c.get(), other, &stats) == want_other);
+  EXPECT_TRUE(stats.reused_reader);
+  // A scan that stops early (LIMIT) leaves an intact reader too.
+  ASSERT_TRUE(c->OpenScan(ks, ScanOptions(), &a).ok());
+  ScanRow row;
+  bool done = false;
+  ASSERT_TRUE(a->Next(&row, &done).ok());
+  a.reset();
+  EXPECT_TRUE(ScanAll(c.get(), ks, &stats) == want);
+  EXPECT_TRUE(stats.reused_reader);
+  // Other reader options: a reader of their own.
+  ScanOptions small;
+  small.batch_pages = 4;
+  ASSERT_TRUE(c->OpenScan(ks, small, &a).ok());
+  EXPECT_FALSE(a->stats().reused_reader);
+}
+
 TEST_P(PageIoTest, ScanIsReadAtomicUnderConcurrentMultiPartitionWriters) {
   for (bool row_keys : {false, true}) {
     SCOPED_TRACE(row_keys ? "row keys" : "string keys");

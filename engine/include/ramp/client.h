@@ -140,7 +140,8 @@ struct ScanOptions {
   int connections_per_node = 2;
   int batch_pages = 32;  // 256 KiB per request: the server reads consecutive pages at once
   // Per connection. Buffers: servers x connections x batches x batch_pages x 8 KiB
-  // (12 MiB with 3 servers), allocated when the scan opens.
+  // (12 MiB with 3 servers), allocated when the client's first scan opens and kept for its
+  // next scans (ScanStats::reused_reader).
   int batches_in_flight = 8;
   // Each row's value is placed so that value.data() + value_align_skip is 8-byte aligned
   // (a caller whose values carry a tag byte before an aligned structure asks for 1).
@@ -170,6 +171,9 @@ struct ScanStats {
   uint64_t bytes = 0;
   uint64_t rows = 0;
   uint64_t repaired = 0;  // keys the pages could not decide, read by snapshot GET
+  // The page reader (connections, registered buffers) an earlier scan of the client left,
+  // rather than a new one: a scan that ends leaves its reader to the next (one at a time).
+  bool reused_reader = false;
 };
 
 class Scanner {

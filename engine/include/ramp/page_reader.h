@@ -79,6 +79,10 @@ class PageReader {
   Status Read(std::span<const PageRef> pages, const Sink& sink);
 
   PageReaderStats stats() const;
+  // Nothing in flight and every batch slot usable: a reader whose read failed with batches
+  // in flight gives their slots up for good (a late write may still land in them), and one
+  // kept for later reads should be intact.
+  bool intact() const;
 
   struct Impl;
 

@@ -15,7 +15,8 @@
 namespace ramp {
 
 Client::Impl::~Impl() {
-  nodes.clear();  // channels close their connections and leave the doorbell set
+  scan_spares.reset();  // a page reader's connections and buffers
+  nodes.clear();        // channels close their connections and leave the doorbell set
 }
 
 std::string Client::Impl::NodeName(uint32_t node) const {

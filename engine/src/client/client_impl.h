@@ -21,6 +21,15 @@
 
 namespace ramp {
 
+// What a scan that ended leaves for the next scan of the same client (scanner.cpp): its
+// page reader (connections, registered buffers) and its row arena. Opening those costs a
+// few milliseconds (connections, HELLOs, memory registration, zeroed huge pages), more than
+// a scan of a small table takes.
+struct ScanSpares;
+struct ScanSparesDeleter {
+  void operator()(ScanSpares* spares) const;
+};
+
 // Which connection of a node a request uses: rpc always goes over tcp (the socket
 // baseline); fast uses the preferred provider (shm, verbs) and carries GET+, GET*, PUT+.
 enum class ChannelKind : uint8_t { kRpc = 0, kFast = 1 };
@@ -80,6 +89,9 @@ struct Client::Impl final : ChannelContext, ClusterView {
   uint64_t release_intents_with_commit = 0;
   ClientStats stats;
   DoorbellSet doorbells;  // every channel's connection (~Impl closes the channels first)
+  // Kept between scans (scanner.cpp); released first in ~Impl (the reader uses the memory
+  // and the cluster view of this client).
+  std::unique_ptr<ScanSpares, ScanSparesDeleter> scan_spares;
 
   ~Impl();
 

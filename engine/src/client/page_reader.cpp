@@ -112,6 +112,10 @@ PageReaderStats PageReader::stats() const {
   return impl_->stats;
 }
 
+bool PageReader::intact() const {
+  return impl_->in_flight.empty() && impl_->free_slots.size() == impl_->slot_bufs.size();
+}
+
 Status PageReader::Open(Client* client, const PageReaderOptions& options,
                         std::unique_ptr<PageReader>* out) {
   if (options.connections_per_node < 1 || options.batch_pages < 1 ||

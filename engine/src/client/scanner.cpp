@@ -44,6 +44,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "client/client_impl.h"
 #include "common/record.h"
@@ -94,14 +95,23 @@ inline uint64_t LoadBigEndian64(const char* p) {
   return __builtin_bswap64(v);
 }
 
+}  // namespace
+
 // Grows without initialising and without keeping pointers: rows refer to it by offset until
-// the partition is complete.
+// the partition is complete. Kept from one scan to the next (ScanSpares): its pages are
+// faulted in (and zeroed by the kernel) once, not per scan.
 class Arena {
  public:
   Arena() = default;
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
   ~Arena() { Unmap(data_, capacity_); }
+  void Swap(Arena& other) {
+    std::swap(data_, other.data_);
+    std::swap(size_, other.size_);
+    std::swap(capacity_, other.capacity_);
+  }
+  uint64_t capacity() const { return capacity_; }
   uint64_t size() const { return size_; }
   uint8_t* data() { return data_; }
   void clear() { size_ = 0; }
@@ -147,6 +157,28 @@ class Arena {
   uint64_t size_ = 0;
   uint64_t capacity_ = 0;
 };
+
+// Arenas up to this size are kept for the client's next scan; larger ones (a partition of a
+// big table) are unmapped when their scan ends, and their scan's own faults are a small share
+// of reading that many rows.
+constexpr uint64_t kSpareArenaBytes = uint64_t{64} << 20;
+
+struct ScanSpares {
+  std::unique_ptr<PageReader> reader;  // intact (PageReader::intact)
+  PageReaderOptions reader_options;
+  Arena arena;
+};
+
+void ScanSparesDeleter::operator()(ScanSpares* spares) const {
+  delete spares;
+}
+
+namespace {
+bool SameReaderOptions(const PageReaderOptions& a, const PageReaderOptions& b) {
+  return a.connections_per_node == b.connections_per_node && a.batch_pages == b.batch_pages &&
+         a.batches_in_flight == b.batches_in_flight && a.max_page_bytes == b.max_page_bytes &&
+         a.prefer_disk == b.prefer_disk && a.migration == b.migration;
+}
 }  // namespace
 
 struct Scanner::State {
@@ -156,6 +188,7 @@ struct Scanner::State {
   std::vector<PartitionId> parts;
   std::vector<protocol::ScanOpenPartition> info;
   std::unique_ptr<PageReader> reader;
+  PageReaderOptions reader_options;
   std::function<void(const PartitionId&, uint32_t)> on_page;
   uint32_t value_align_skip = 0;
   size_t next_part = 0;
@@ -174,6 +207,11 @@ struct Scanner::State {
   bool bitmap_marks_repeated = false;
   uint64_t bitmap_lo = 0;
 
+  // The client's spare page reader (when its options match) and arena, or new ones.
+  Status TakeSpares(const PageReaderOptions& ro);
+  // Leaves the reader (when intact) and the arena (when not too large) to the client's next
+  // scan.
+  void GiveBackSpares();
   Status OpenAt(std::span<const size_t> which, bool wait_pending);
   // The index of the next partition to read into *index; false when none is left.
   bool TakePartition(size_t* index);
@@ -186,7 +224,41 @@ struct Scanner::State {
 };
 
 Scanner::Scanner(std::unique_ptr<State> state) : state_(std::move(state)) {}
-Scanner::~Scanner() = default;
+Scanner::~Scanner() {
+  if (state_ != nullptr) state_->GiveBackSpares();
+}
+
+Status Scanner::State::TakeSpares(const PageReaderOptions& ro) {
+  Client::Impl& c = *client->impl();
+  if (c.scan_spares != nullptr) {
+    ScanSpares& sp = *c.scan_spares;
+    if (sp.reader != nullptr && SameReaderOptions(sp.reader_options, ro)) {
+      reader = std::move(sp.reader);
+      stats.reused_reader = true;
+    }
+    arena.Swap(sp.arena);  // ours is empty
+    arena.clear();
+  }
+  reader_options = ro;
+  if (reader == nullptr) RAMP_RETURN_IF_ERROR(PageReader::Open(client, ro, &reader));
+  return Status::OK();
+}
+
+void Scanner::State::GiveBackSpares() {
+  Client::Impl& c = *client->impl();
+  if (c.scan_spares == nullptr) c.scan_spares.reset(new ScanSpares);
+  ScanSpares& sp = *c.scan_spares;
+  // Another scan of this client may be open at the same time and have taken the spares:
+  // the first to end leaves its own.
+  if (reader != nullptr && sp.reader == nullptr && reader->intact()) {
+    sp.reader = std::move(reader);
+    sp.reader_options = reader_options;
+  }
+  if (arena.capacity() <= kSpareArenaBytes && arena.capacity() > sp.arena.capacity()) {
+    arena.clear();
+    sp.arena.Swap(arena);
+  }
+}
 Timestamp Scanner::snapshot() const {
   return state_->snapshot;
 }
@@ -206,32 +278,53 @@ Status Scanner::State::OpenAt(std::span<const size_t> which, bool wait_pending) 
     for (size_t i : which) by_node[c.OwnerOf(parts[i])].push_back(i);
     uint64_t pending = 0;
     bool moved = false;
+    // One SCAN_OPEN per node, all in flight at once (a scan of a small table is mostly
+    // these round trips).
+    std::vector<uint64_t> ids;
+    std::vector<const std::vector<size_t>*> sent;
     for (auto& [node, idx] : by_node) {
       protocol::ScanOpenRequest req;
       req.snapshot = snapshot;
       for (size_t i : idx) req.partitions.push_back(parts[i]);
       std::string body;
       protocol::Encode(req, &body);
+      uint64_t id = 0;
+      Status st = c.Call(node, c.ReadChannel(), protocol::Op::kScanOpen,
+                         static_cast<uint32_t>(idx.size()), body, &id);
+      if (!st.ok()) {
+        for (uint64_t i : ids) c.calls.erase(i);
+        return st.Annotate("SCAN_OPEN");
+      }
+      ids.push_back(id);
+      sent.push_back(&idx);
+    }
+    RAMP_RETURN_IF_ERROR(c.Wait(ids).Annotate("SCAN_OPEN"));
+    Status failed;
+    for (size_t n = 0; n < ids.size(); n++) {
+      const std::vector<size_t>& idx = *sent[n];
       PendingCall reply;
-      Status st = c.CallAndWait(node, c.ReadChannel(), protocol::Op::kScanOpen,
-                                static_cast<uint32_t>(idx.size()), body, &reply);
+      Status st = c.TakeReply(ids[n], &reply);
       if (st.Is(Status::Code::kMoved) && ++moves < kMaxMoves) {
         // A partition moved (migration): ask its home again, then the new owner.
         for (size_t i : idx) c.placements.erase(parts[i]);
         moved = true;
         continue;
       }
-      RAMP_RETURN_IF_ERROR(st.Annotate("SCAN_OPEN"));
       protocol::ScanOpenReply r;
-      RAMP_RETURN_IF_ERROR(protocol::Decode(reply.body(), reply.header.count, &r));
-      if (r.partitions.size() != idx.size()) {
-        return Status::Corruption("SCAN_OPEN reply does not match its request");
+      if (st.ok()) st = protocol::Decode(reply.body(), reply.header.count, &r);
+      if (st.ok() && r.partitions.size() != idx.size()) {
+        st = Status::Corruption("SCAN_OPEN reply does not match its request");
+      }
+      if (!st.ok()) {
+        if (failed.ok()) failed = st.Annotate("SCAN_OPEN");
+        continue;  // the other replies are still taken
       }
       for (size_t k = 0; k < idx.size(); k++) {
         info[idx[k]] = r.partitions[k];
         pending += r.partitions[k].pending;
       }
     }
+    RAMP_RETURN_IF_ERROR(failed);
     if (moved) {
       c.MoveBackoff(moves);
       RAMP_RETURN_IF_ERROR(c.ResolveOwners(ps));
@@ -325,7 +418,7 @@ Status Client::OpenScan(KeyspaceId keyspace, const ScanOptions& options,
   // the same, rewritten when they were evicted).
   st->on_page = options.on_page;
   st->value_align_skip = options.value_align_skip;
-  RAMP_RETURN_IF_ERROR(PageReader::Open(this, ro, &st->reader));
+  RAMP_RETURN_IF_ERROR(st->TakeSpares(ro));
   out->reset(new Scanner(std::move(st)));
   return Status::OK();
 }
