@@ -160,8 +160,9 @@ class Arena {
 
 // Arenas up to this size are kept for the client's next scan; larger ones (a partition of a
 // big table) are unmapped when their scan ends, and their scan's own faults are a small share
-// of reading that many rows.
-constexpr uint64_t kSpareArenaBytes = uint64_t{64} << 20;
+// of reading that many rows. Kept small: every backend that scanned holds its spare (with
+// the reader's 12 MiB of buffers) while idle, and a server has hundreds of backends.
+constexpr uint64_t kSpareArenaBytes = uint64_t{16} << 20;
 
 struct ScanSpares {
   std::unique_ptr<PageReader> reader;  // intact (PageReader::intact)
