@@ -29,8 +29,9 @@ class FaultEnv : public Env {
   std::atomic<bool> read_only{false};
   std::atomic<bool> fail_reads{false};  // File::Read fails with IOError
   std::atomic<bool> track_unsynced{false};
-  std::atomic<int> failed_syncs{0};   // syncs refused by fail_sync
-  std::atomic<int> sync_delay_us{0};  // a slow disk: every sync takes this long first
+  std::atomic<int> failed_syncs{0};         // syncs refused by fail_sync
+  std::atomic<int> sync_delay_us{0};        // a slow disk: every sync takes this long first
+  std::atomic<bool> no_sync_writes{false};  // OpenSyncWrites is refused (as by tmpfs)
 
   // Undoes every write not covered by a successful sync since track_unsynced was set.
   // Call with no File of this Env in use. Returns how many writes were undone.
@@ -61,6 +62,15 @@ class FaultEnv : public Env {
     std::unique_ptr<File> f;
     RAMP_RETURN_IF_ERROR(PosixEnv()->OpenDirect(path, &f));
     *out = std::make_unique<FaultFile>(this, std::move(f), path);
+    return Status::OK();
+  }
+  // Writes through it are durable when they return: with track_unsynced they are not
+  // undone by Crash(); fail_sync and sync_delay_us apply to each write (its sync part).
+  Status OpenSyncWrites(const std::string& path, std::unique_ptr<File>* out) override {
+    if (no_sync_writes) return Status::InvalidArgument("open (O_DIRECT|O_DSYNC): refused by test");
+    std::unique_ptr<File> f;
+    RAMP_RETURN_IF_ERROR(PosixEnv()->OpenSyncWrites(path, &f));
+    *out = std::make_unique<FaultFile>(this, std::move(f), path, true);
     return Status::OK();
   }
   Status ReadFile(const std::string& path, std::string* out) override {
@@ -100,8 +110,8 @@ class FaultEnv : public Env {
   }
   class FaultFile : public File {
    public:
-    FaultFile(FaultEnv* env, std::unique_ptr<File> f, std::string path)
-        : env_(env), f_(std::move(f)), path_(std::move(path)) {}
+    FaultFile(FaultEnv* env, std::unique_ptr<File> f, std::string path, bool sync_writes = false)
+        : env_(env), f_(std::move(f)), path_(std::move(path)), sync_writes_(sync_writes) {}
     Status Write(uint64_t offset, const void* data, size_t len) override {
       if (env_->read_only) return ReadOnly("write");
       if (env_->bytes_left >= 0) {
@@ -109,6 +119,18 @@ class FaultEnv : public Env {
           return Status::NoSpace("write: No space left on device");
         }
         env_->bytes_left -= static_cast<int64_t>(len);
+      }
+      if (sync_writes_) {
+        // O_DSYNC: the write carries its own sync. A failed one writes nothing here (one
+        // of the outcomes a failed device write may have).
+        if (env_->sync_delay_us > 0) {
+          std::this_thread::sleep_for(std::chrono::microseconds(env_->sync_delay_us.load()));
+        }
+        if (env_->fail_sync) {
+          ++env_->failed_syncs;
+          return Status::IOError("write (O_DSYNC): Input/output error");
+        }
+        return f_->Write(offset, data, len);
       }
       if (env_->track_unsynced) {
         std::lock_guard lock(env_->mu_);
@@ -157,6 +179,7 @@ class FaultEnv : public Env {
     FaultEnv* env_;
     std::unique_ptr<File> f_;
     const std::string path_;
+    const bool sync_writes_;
   };
 };
 
