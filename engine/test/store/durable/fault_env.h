@@ -32,6 +32,7 @@ class FaultEnv : public Env {
   std::atomic<int> failed_syncs{0};         // syncs refused by fail_sync
   std::atomic<int> sync_delay_us{0};        // a slow disk: every sync takes this long first
   std::atomic<bool> no_sync_writes{false};  // OpenSyncWrites is refused (as by tmpfs)
+  std::atomic<int> durable_ops{0};          // successful syncs and O_DSYNC writes
 
   // Undoes every write not covered by a successful sync since track_unsynced was set.
   // Call with no File of this Env in use. Returns how many writes were undone.
@@ -130,7 +131,9 @@ class FaultEnv : public Env {
           ++env_->failed_syncs;
           return Status::IOError("write (O_DSYNC): Input/output error");
         }
-        return f_->Write(offset, data, len);
+        RAMP_RETURN_IF_ERROR(f_->Write(offset, data, len));
+        ++env_->durable_ops;
+        return Status::OK();
       }
       if (env_->track_unsynced) {
         std::lock_guard lock(env_->mu_);
@@ -158,6 +161,7 @@ class FaultEnv : public Env {
         upto = env_->seq_;  // what was written before this sync began
       }
       RAMP_RETURN_IF_ERROR(f_->Sync());
+      ++env_->durable_ops;
       std::lock_guard lock(env_->mu_);
       auto it = env_->unsynced_.find(path_);
       if (it != env_->unsynced_.end()) {

@@ -380,6 +380,32 @@ TEST_F(StoreDurableTest, TicketWhoseBatchCompletedBeforeRegistrationCompletes) {
   EXPECT_TRUE(f.get().ok());
 }
 
+// The group commit defers writes nobody waits for (a COMMIT is acknowledged before its
+// sync) until a batch someone waits for: they must still reach the disk on their own, with
+// no waiter ever coming, and survive a crash once they have.
+TEST_F(StoreDurableTest, WritesNobodyWaitsForBecomeDurableWithoutAWaiter) {
+  ASSERT_TRUE(Prepare(Ts(10), Part(), "a", "a10").ok());
+  ASSERT_TRUE(store_->SyncLog().ok());
+  env_.track_unsynced = true;
+  const int before = env_.durable_ops;
+  ASSERT_TRUE(Commit(Ts(10)).ok());  // nobody waits for its batch
+  for (int i = 0; i < 30000 && env_.durable_ops == before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GT(env_.durable_ops.load(), before) << "a write nobody waited for was never synced";
+  // Crash: nothing more reaches the disk, whatever was not synced is undone.
+  env_.fail_sync = true;
+  env_.bytes_left = 0;
+  store_.reset();
+  env_.Crash();
+  env_.fail_sync = false;
+  env_.bytes_left = -1;
+  env_.track_unsynced = false;
+  ASSERT_TRUE(TryOpen().ok());
+  EXPECT_EQ(store_->QueryTxn(Ts(10), Part(), false), TxnState::kCommitted);
+  EXPECT_EQ(Get("a").value, "a10");
+}
+
 TEST_F(StoreDurableTest, FailedSyncIsStickyAndReported) {
   Put(Ts(10), "a", "x");
   ASSERT_TRUE(store_->SyncLog().ok());
