@@ -1,4 +1,4 @@
-// The server's write-ahead log: what makes the group commit cost one fdatasync per batch
+// The server's write-ahead log: what makes the group commit cost one sync per batch
 // whatever the number of partitions it touched. Each batch writes the changed bytes of
 // every dirty page (the page header and the records appended since the last batch) to this
 // one preallocated file and syncs it; the partitions' segment files get the full pages too,
