@@ -93,6 +93,12 @@ class Posix : public Env {
     *out = std::make_unique<PosixFile>(fd, path);
     return Status::OK();
   }
+  Status OpenSyncWrites(const std::string& path, std::unique_ptr<File>* out) override {
+    const int fd = open(path.c_str(), O_WRONLY | O_DIRECT | O_DSYNC | O_CLOEXEC);
+    if (fd < 0) return Errno("open (O_DIRECT|O_DSYNC) " + path, errno);
+    *out = std::make_unique<PosixFile>(fd, path);
+    return Status::OK();
+  }
   Status ReadFile(const std::string& path, std::string* out) override {
     const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return Errno("open " + path, errno);

@@ -43,6 +43,12 @@ class Env {
   // lengths aligned to the logical block size). An error where the file system refuses
   // O_DIRECT: the caller reads through a buffered File instead.
   virtual Status OpenDirect(const std::string& path, std::unique_ptr<File>* out) = 0;
+  // Opens an existing file for writes that are durable when Write returns OK (O_DIRECT |
+  // O_DSYNC: one device write with its cache flush, no page-cache writeback and no separate
+  // fdatasync). Buffers, offsets and lengths must be aligned to kSyncWriteAlign. An error
+  // where the file system refuses it: the caller writes and Syncs a buffered File instead.
+  static constexpr size_t kSyncWriteAlign = 4096;
+  virtual Status OpenSyncWrites(const std::string& path, std::unique_ptr<File>* out) = 0;
   virtual Status ReadFile(const std::string& path, std::string* out) = 0;
   // Writes a small file atomically (temporary file, fsync, rename, fsync of the directory).
   virtual Status WriteFileAtomic(const std::string& path, const std::string& data) = 0;

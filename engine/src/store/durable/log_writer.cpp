@@ -63,13 +63,14 @@ void LogWriter::Stop() {
     if (stats_.batches > 0) {
       RAMP_INFO(
           "log writer: %llu batches, %llu fdatasyncs, %llu pages written, %llu "
-          "checkpoints, %.0f us per batch on average (%.0f in the log's fdatasync)",
+          "checkpoints, %.0f us per batch on average (%.0f in the log's synced write%s)",
           static_cast<unsigned long long>(stats_.batches),
           static_cast<unsigned long long>(stats_.syncs),
           static_cast<unsigned long long>(stats_.pages),
           static_cast<unsigned long long>(stats_.checkpoints),
           static_cast<double>(stats_.busy_us) / static_cast<double>(stats_.batches),
-          static_cast<double>(wal_ ? wal_->sync_us() : 0) / static_cast<double>(stats_.batches));
+          static_cast<double>(wal_ ? wal_->sync_us() : 0) / static_cast<double>(stats_.batches),
+          wal_ && wal_->sync_writes() ? ", O_DIRECT|O_DSYNC" : " and fdatasync");
     }
   }
   // Whatever is still waiting (no thread ever started) learns it will not be durable.

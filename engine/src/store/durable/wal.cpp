@@ -33,6 +33,7 @@ Status Wal::Open(Env* env, const std::string& path, uint64_t bytes, std::unique_
           wal->file_->Write(at, zeros.data(), std::min<uint64_t>(zeros.size(), bytes - at)));
     }
     RAMP_RETURN_IF_ERROR(wal->WriteHeader());
+    wal->OpenSyncWrites(env, path);
     *out = std::move(wal);
     return Status::OK();
   }
@@ -73,7 +74,41 @@ Status Wal::Open(Env* env, const std::string& path, uint64_t bytes, std::unique_
     }
     RAMP_RETURN_IF_ERROR(wal->file_->Sync());
   }
+  const uint64_t block = at / Env::kSyncWriteAlign * Env::kSyncWriteAlign;
+  wal->tail_.assign(data.data() + block, at - block);
+  wal->OpenSyncWrites(env, path);
   *out = std::move(wal);
+  return Status::OK();
+}
+
+void Wal::OpenSyncWrites(Env* env, const std::string& path) {
+  if (bytes_ % Env::kSyncWriteAlign != 0) return;
+  Status st = env->OpenSyncWrites(path, &sync_file_);
+  if (!st.ok()) {
+    sync_file_.reset();
+    RAMP_WARN("%s: %s: batches are written and then fdatasynced", path.c_str(),
+              st.ToString().c_str());
+  }
+}
+
+Status Wal::AppendSyncWrite() {
+  constexpr uint64_t kAlign = Env::kSyncWriteAlign;
+  const uint64_t start = offset_ / kAlign * kAlign;
+  const uint64_t end = offset_ + buffer_.size();
+  const size_t len = static_cast<size_t>((end + kAlign - 1) / kAlign * kAlign - start);
+  if (len > staging_bytes_) {
+    void* p = nullptr;
+    if (posix_memalign(&p, kAlign, len) != 0) return Status::NoSpace("write-ahead log buffer");
+    staging_.reset(static_cast<char*>(p));
+    staging_bytes_ = len;
+  }
+  char* s = staging_.get();
+  std::memcpy(s, tail_.data(), tail_.size());
+  std::memcpy(s + tail_.size(), buffer_.data(), buffer_.size());
+  std::memset(s + tail_.size() + buffer_.size(), 0, len - tail_.size() - buffer_.size());
+  RAMP_RETURN_IF_ERROR(sync_file_->Write(start, s, len));
+  const uint64_t last = end / kAlign * kAlign;
+  tail_.assign(s + (last - start), end - last);
   return Status::OK();
 }
 
@@ -106,9 +141,13 @@ Status Wal::Append(const std::vector<WalPatch>& entries) {
     le::Store32(e + 4, record::Crc32c(e + 8, kEntryHeaderBytes - 8 + w.bytes.size()));
   }
   if (buffer_.size() > room()) return Status::NoSpace("write-ahead log full (checkpoint first)");
-  RAMP_RETURN_IF_ERROR(file_->Write(offset_, buffer_.data(), buffer_.size()));
   const auto t0 = std::chrono::steady_clock::now();
-  RAMP_RETURN_IF_ERROR(file_->Sync());
+  if (sync_file_ != nullptr) {
+    RAMP_RETURN_IF_ERROR(AppendSyncWrite());
+  } else {
+    RAMP_RETURN_IF_ERROR(file_->Write(offset_, buffer_.data(), buffer_.size()));
+    RAMP_RETURN_IF_ERROR(file_->Sync());
+  }
   sync_us_ += static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
           .count());
@@ -120,6 +159,7 @@ Status Wal::Reset() {
   ++generation_;
   RAMP_RETURN_IF_ERROR(WriteHeader());
   offset_ = kHeaderBytes;
+  tail_.clear();
   return Status::OK();
 }
 
