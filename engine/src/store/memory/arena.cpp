@@ -1,7 +1,5 @@
 #include "store/memory/arena.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <string>
 
@@ -51,25 +49,10 @@ Arena::~Arena() {
 }
 
 Status Arena::Allocate(uint32_t pages, Use use, uint32_t* frame) {
-  std::unique_lock lock(mu_);
+  std::lock_guard lock(mu_);
   ReleaseRetiredLocked(now_ms_());
   const uint64_t keep = use == Use::kReserve ? 0 : reserve_;
-  if (free_frames_ >= keep + pages && TakeLocked(pages, frame)) {
-    // Frames are taken from the start of their extent, so a fresh arena fills upwards:
-    // the frames above the highest one handed out so far are faulted in a chunk at a time
-    // (one madvise instead of a page fault per 4 KiB of a bulk load's log), outside the
-    // lock. Best effort: a kernel without MADV_POPULATE_WRITE faults them on first touch.
-    const uint32_t end = *frame + pages;
-    if (end > populated_end_) {
-      const uint32_t from = std::max(populated_end_, *frame);
-      const uint32_t to =
-          static_cast<uint32_t>(std::min<uint64_t>(frames_, uint64_t{end} + kPopulateFrames));
-      populated_end_ = to;
-      lock.unlock();
-      Populate(from, to);
-    }
-    return Status::OK();
-  }
+  if (free_frames_ >= keep + pages && TakeLocked(pages, frame)) return Status::OK();
   const std::string budget = bytes() >= (size_t{1} << 20) ? std::to_string(bytes() >> 20) + " MiB"
                                                           : std::to_string(bytes() >> 10) + " KiB";
   const std::string exhausted = "memory budget of " + budget + " exhausted";
@@ -79,16 +62,6 @@ Status Arena::Allocate(uint32_t pages, Use use, uint32_t* frame) {
                         " pages are waiting out the GC grace, retry");
   }
   return Status::NoSpace(exhausted);
-}
-
-void Arena::Populate(uint32_t from, uint32_t to) {
-#ifdef MADV_POPULATE_WRITE
-  if (from >= to) return;
-  (void)madvise(frame_data(from), size_t{to - from} * record::kPageBytes, MADV_POPULATE_WRITE);
-#else
-  (void)from;
-  (void)to;
-#endif
 }
 
 void Arena::Retire(uint32_t frame, uint32_t pages) {

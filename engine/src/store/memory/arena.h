@@ -61,10 +61,6 @@ class Arena {
   void ReleaseRetiredLocked(uint64_t now);
   void FreeLocked(uint32_t frame, uint32_t pages);
   bool TakeLocked(uint32_t pages, uint32_t* frame);
-  // Faults frames [from, to) in (see Allocate).
-  void Populate(uint32_t from, uint32_t to);
-  // Frames populated ahead of use at a time: 2 MiB.
-  static constexpr uint32_t kPopulateFrames = (2u << 20) / record::kPageBytes;
 
   struct Retired {
     uint32_t frame;
@@ -88,7 +84,6 @@ class Arena {
   // In retirement order; the clock is monotonic, so also in free_at order.
   std::deque<Retired> retired_;
   uint64_t retired_frames_ = 0;
-  uint32_t populated_end_ = 0;  // frames below it were populated (or handed out) already
 };
 
 }  // namespace ramp::store
