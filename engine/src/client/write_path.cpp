@@ -260,8 +260,19 @@ Status RampCommit(Client::Impl& c, std::span<const WriteItem> writes, Timestamp*
   for (size_t i = 0; i < writes.size(); i++)
     parts[i] = c.PartitionOf(writes[i].keyspace, writes[i].key);
   const TxnMetadata meta = PlanMetadata(writes, parts);
-  std::vector<std::string> metadata(writes.size());
-  for (size_t i = 0; i < writes.size(); i++) ItemMetadata(meta, i, &metadata[i]);
+  // Per item only when it names the other keys (a small transaction): a large one's items
+  // all share the partition list, which is not copied per item.
+  std::vector<std::string> own_metadata;
+  std::vector<std::string_view> metadata(writes.size());
+  if (meta.mode == record::Metadata::Mode::kKeys) {
+    own_metadata.resize(writes.size());
+    for (size_t i = 0; i < writes.size(); i++) {
+      ItemMetadata(meta, i, &own_metadata[i]);
+      metadata[i] = own_metadata[i];
+    }
+  } else if (meta.mode == record::Metadata::Mode::kPartitions) {
+    std::fill(metadata.begin(), metadata.end(), std::string_view(meta.partitions_encoded));
+  }
 
   // A conditional write replaces the version it read: its timestamp must be above that one
   // (servers refuse it otherwise, as a version that would never become current).

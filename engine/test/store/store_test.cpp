@@ -59,6 +59,54 @@ TEST_F(RampStoreTest, SnapshotReadsReturnNewestCommittedAtOrBefore) {
   EXPECT_EQ(Get("x", Ts(40), kReadSnapshot).value, "b");
 }
 
+// A bulk PREPARE (a COPY's): fresh keys, keys with a committed version and a key another
+// transaction holds prepared, whose versions share their KeyVersions. An ABORT leaves
+// exactly what was there; a COMMIT makes every key current with the new value.
+TEST_F(RampStoreTest, BulkPrepareThenAbortOrCommitLeavesExactlyTheDecidedVersions) {
+  constexpr int kKeys = 3000;
+  for (int i = 0; i < kKeys; i += 3) Put(Ts(100 + i), "k" + std::to_string(i), "old");
+  ASSERT_TRUE(Prepare(Ts(5000), Part(), "k1", "other").ok());
+  const StoreStats before = store_->stats();
+  auto bulk = [&](const Timestamp& ts) {
+    std::vector<std::string> keys;
+    for (int i = 0; i < kKeys; i++) keys.push_back("k" + std::to_string(i));
+    std::vector<WriteItem> items;
+    for (const std::string& k : keys) items.push_back(WriteItem{Part(), k, "new"});
+    WriteError err;
+    return store_->Prepare(ts, items, &err);
+  };
+  ASSERT_TRUE(bulk(Ts(10000)).ok());
+  EXPECT_EQ(store_->stats().versions, before.versions + kKeys);
+  // Prepared after the bulk: its version follows the bulk's in k2's list.
+  ASSERT_TRUE(Prepare(Ts(15000), Part(), "k2", "later").ok());
+  ASSERT_TRUE(Abort(Ts(10000)).ok());
+  EXPECT_EQ(Get("k2", Ts(15000)).value, "later");
+  ASSERT_TRUE(Abort(Ts(15000)).ok());
+  const StoreStats after = store_->stats();
+  EXPECT_EQ(after.keys, before.keys);
+  EXPECT_EQ(after.versions, before.versions);
+  EXPECT_EQ(after.prepared_txns, 1u);
+  for (int i = 0; i < kKeys; i++) {
+    const std::string k = "k" + std::to_string(i);
+    EXPECT_EQ(Get(k, Ts(10000)).status, ReadStatus::kNotFound) << k;
+    EXPECT_EQ(Get(k).status, i % 3 == 0 ? ReadStatus::kOk : ReadStatus::kNotFound) << k;
+  }
+  EXPECT_EQ(Get("k1", Ts(5000)).value, "other");  // the other transaction's version stays
+
+  ASSERT_TRUE(bulk(Ts(20000)).ok());
+  ASSERT_TRUE(Commit(Ts(20000)).ok());
+  ASSERT_TRUE(Commit(Ts(5000)).ok());  // older: committed late, never current
+  for (int i = 0; i < kKeys; i++) {
+    const std::string k = "k" + std::to_string(i);
+    ReadResult r = Get(k);
+    EXPECT_EQ(r.ts, Ts(20000)) << k;
+    EXPECT_EQ(r.value, "new") << k;
+  }
+  EXPECT_EQ(Get("k0", Ts(100)).value, "old");
+  EXPECT_EQ(Get("k1", Ts(5000)).value, "other");
+  EXPECT_EQ(store_->stats().prepared_txns, 0u);
+}
+
 TEST_F(RampStoreTest, CommitAndAbortAreIdempotent) {
   ASSERT_TRUE(Prepare(Ts(10), Part(), "x", "v").ok());
   ASSERT_TRUE(Commit(Ts(10)).ok());

@@ -357,7 +357,7 @@ void Partition::CommitVersion(KeySlot* slot, const Timestamp& ts) {
   }
   KeyVersions& extra = *slot->extra;
   slot->current = v->loc;
-  extra.versions.erase(extra.versions.begin() + (v - extra.versions.data()));
+  extra.versions.erase(v);
   if (old != kNoLoc) {
     extra.versions.push_back(
         Version{.ts = View(old).ts, .loc = old, .since_ms = now_ms, .committed = true});
@@ -375,7 +375,7 @@ void Partition::DropPrepared(KeySlot* slot, std::string_view key, const Timestam
   if (v == nullptr || v->committed) return;
   log_.RemoveLive(v->loc, RecordLen(v->loc));
   KeyVersions& extra = *slot->extra;
-  extra.versions.erase(extra.versions.begin() + (v - extra.versions.data()));
+  extra.versions.erase(v);
   --versions_;
   if (slot->current == kNoLoc && extra.versions.empty()) {
     // Its only version is gone: the key was never committed.

@@ -37,7 +37,7 @@ uint64_t Partition::ExpireVersions(uint64_t now_ms) {
   // loop has already visited.
   for (size_t i = with_versions_.size(); i-- > 0;) {
     KeyVersions* extra = with_versions_[i];
-    std::erase_if(extra->versions, [&](const Version& v) {
+    extra->versions.erase_if([&](const Version& v) {
       if (!v.committed || v.since_ms + grace > now_ms) return false;
       log_.RemoveLive(v.loc, RecordLen(v.loc));
       collected_horizon_ = std::max(collected_horizon_, v.ts);

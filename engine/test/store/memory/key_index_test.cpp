@@ -83,3 +83,36 @@ TEST_F(KeyIndexTest, ForEachStopsWhenAsked) {
 
 }  // namespace
 }  // namespace ramp::store
+
+namespace ramp::store {
+namespace {
+
+Version V(uint64_t time) {
+  return Version{.ts = Timestamp{time, 1}, .loc = time};
+}
+
+std::vector<uint64_t> Times(const VersionList& l) {
+  std::vector<uint64_t> out;
+  for (const Version& v : l) out.push_back(v.ts.time);
+  return out;
+}
+
+TEST(VersionListTest, GrowsPastItsInlineVersionAndKeepsOrder) {
+  VersionList l;
+  EXPECT_TRUE(l.empty());
+  for (uint64_t t = 1; t <= 5; t++) l.push_back(V(t));
+  EXPECT_EQ(l.size(), 5u);
+  EXPECT_EQ(Times(l), (std::vector<uint64_t>{1, 2, 3, 4, 5}));
+  l.erase(l.data() + 1);
+  EXPECT_EQ(Times(l), (std::vector<uint64_t>{1, 3, 4, 5}));
+  l.erase_if([](const Version& v) { return v.ts.time % 2 == 1; });
+  EXPECT_EQ(Times(l), (std::vector<uint64_t>{4}));
+  EXPECT_EQ(l.front().loc, 4u);
+  l.erase(l.data());
+  EXPECT_TRUE(l.empty());
+  l.push_back(V(9));
+  EXPECT_EQ(Times(l), (std::vector<uint64_t>{9}));
+}
+
+}  // namespace
+}  // namespace ramp::store
