@@ -405,6 +405,53 @@ TEST_F(MigrationTest, TwoPhaseLockingFollowsAMovedPartition) {
   EXPECT_EQ(v, "2pl-after");
 }
 
+// A home that restarts has forgotten its sharers and their routes (memory only): a sharer
+// whose connection to the home reopens LOOKUPs its cached partitions of that home again, so
+// the restarted home pushes it their next move.
+TEST(MigrationHomeRestartTest, SharersRegisterAgainWithARestartedHome) {
+  TestClusterOptions o;
+  o.nodes = 3;
+  o.data = true;
+  std::unique_ptr<TestCluster> tc;
+  ASSERT_TRUE(TestCluster::Start(o, &tc).ok());
+  const KeyspaceId ks = 0x4D70;
+  auto admin = Open(*tc, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  auto sharer = Open(*tc, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  const std::string k = KeyOnNode(ks, 0, 3);  // home and owner: node 0
+  const PartitionId p{ks, BucketOf(k, kDefaultBuckets)};
+  ASSERT_TRUE(Put(admin.get(), ks, k, "v1").ok());
+  std::string v;
+  bool found = false;
+  ASSERT_TRUE(Get(sharer.get(), ks, k, &v, &found).ok());  // LOOKUP at node 0: a sharer
+  ASSERT_EQ(v, "v1");
+  ASSERT_TRUE(tc->Kill(0, SIGTERM).ok());
+  ASSERT_TRUE(tc->Restart(0).ok());
+  // The sharer's next read meets the broken connection, then reconnects (and registers).
+  Status st;
+  for (int i = 0; i < 5; i++) {
+    st = Get(sharer.get(), ks, k, &v, &found);
+    if (st.ok()) break;
+  }
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(v, "v1");
+  EXPECT_GE(sharer->stats().sharer_lookups, 1u);
+  st = admin->MigratePartition(p, 1);
+  for (int i = 0; i < 5 && !st.ok(); i++) st = admin->MigratePartition(p, 1);  // admin reconnects
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  uint64_t epoch = 0;
+  ASSERT_EQ(Owners(admin.get(), p, &epoch), std::vector<uint32_t>{1});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (sharer->impl()->EpochOf(p) != epoch && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    (void)sharer->Begin();
+  }
+  ASSERT_EQ(sharer->impl()->EpochOf(p), epoch) << "the restarted home pushed nothing";
+  EXPECT_EQ(sharer->impl()->OwnerOf(p), 1u);
+  EXPECT_GE(sharer->stats().placements_pushed, 1u);
+  ASSERT_TRUE(Get(sharer.get(), ks, k, &v, &found).ok());
+  EXPECT_EQ(v, "v1");
+}
+
 // Scans (remote page I/O) while the keyspace's partitions move: a partition that moves while
 // it is read is opened again at its new owner and read again; every scan sees every key once
 // with its value.
