@@ -360,6 +360,98 @@ TEST_F(MigrationTest, TheHomePushesTheNewOwnerToItsSharers) {
   EXPECT_EQ(v, last);
 }
 
+// The strict 2PL baseline follows MOVED too: a 2PL client whose cached owner of a partition
+// is stale after a move (it ignores the home's push) has its LOCK refused by the old owner
+// with MOVED, asks the home again and reads and writes at the new owner.
+TEST_F(MigrationTest, TwoPhaseLockingFollowsAMovedPartition) {
+  const KeyspaceId ks = 0x4D60;
+  auto admin = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  ClientOptions o = cluster_->ClientOptionsFor(Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  o.protocol = Protocol::kS2pl;
+  o.debug_ignore_placement_pushes = true;
+  std::unique_ptr<Client> locker;
+  ASSERT_TRUE(Client::Open(o, &locker).ok());
+  const std::string k = KeyOnNode(ks, 1, 3);
+  const PartitionId p{ks, BucketOf(k, kDefaultBuckets)};
+  ASSERT_TRUE(Put(locker.get(), ks, k, "2pl-before").ok());
+  std::string v;
+  bool found = false;
+  ASSERT_TRUE(Get(locker.get(), ks, k, &v, &found).ok());
+  ASSERT_EQ(v, "2pl-before");
+  ASSERT_EQ(locker->impl()->OwnerOf(p), 1u);
+  ASSERT_TRUE(admin->MigratePartition(p, 2).ok());
+  ASSERT_EQ(Owners(admin.get(), p), std::vector<uint32_t>{2});
+  ASSERT_EQ(locker->impl()->OwnerOf(p), 1u) << "the 2PL client learnt of the move another way";
+  const uint64_t moved = locker->stats().moved_replies;
+  Status st = Put(locker.get(), ks, k, "2pl-after");
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_GT(locker->stats().moved_replies, moved);
+  EXPECT_EQ(locker->impl()->OwnerOf(p), 2u);
+  ASSERT_TRUE(Get(admin.get(), ks, k, &v, &found).ok());
+  EXPECT_EQ(v, "2pl-after");
+  ASSERT_TRUE(Get(locker.get(), ks, k, &v, &found).ok());
+  EXPECT_EQ(v, "2pl-after");
+  // A WRITE_LOCKED that reaches the old owner (the partition moved after its LOCK) is refused
+  // with MOVED and writes nothing, there or at the new owner.
+  protocol::LockRequest req{locker->impl()->next_txn++,
+                            {protocol::LockItem{p, k, protocol::kLockExclusive, "2pl-lost", 0}}};
+  std::string body;
+  protocol::Encode(req, &body);
+  PendingCall reply;
+  st = locker->impl()->CallAndWait(1, locker->impl()->WriteChannel(), protocol::Op::kWriteLocked, 1,
+                                   body, &reply);
+  EXPECT_TRUE(st.Is(Status::Code::kMoved)) << st.ToString();
+  ASSERT_TRUE(Get(admin.get(), ks, k, &v, &found).ok());
+  EXPECT_EQ(v, "2pl-after");
+}
+
+// A home that restarts has forgotten its sharers and their routes (memory only): a sharer
+// whose connection to the home reopens LOOKUPs its cached partitions of that home again, so
+// the restarted home pushes it their next move.
+TEST(MigrationHomeRestartTest, SharersRegisterAgainWithARestartedHome) {
+  TestClusterOptions o;
+  o.nodes = 3;
+  o.data = true;
+  std::unique_ptr<TestCluster> tc;
+  ASSERT_TRUE(TestCluster::Start(o, &tc).ok());
+  const KeyspaceId ks = 0x4D70;
+  auto admin = Open(*tc, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  auto sharer = Open(*tc, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  const std::string k = KeyOnNode(ks, 0, 3);  // home and owner: node 0
+  const PartitionId p{ks, BucketOf(k, kDefaultBuckets)};
+  ASSERT_TRUE(Put(admin.get(), ks, k, "v1").ok());
+  std::string v;
+  bool found = false;
+  ASSERT_TRUE(Get(sharer.get(), ks, k, &v, &found).ok());  // LOOKUP at node 0: a sharer
+  ASSERT_EQ(v, "v1");
+  ASSERT_TRUE(tc->Kill(0, SIGTERM).ok());
+  ASSERT_TRUE(tc->Restart(0).ok());
+  // The sharer's next read meets the broken connection, then reconnects (and registers).
+  Status st;
+  for (int i = 0; i < 5; i++) {
+    st = Get(sharer.get(), ks, k, &v, &found);
+    if (st.ok()) break;
+  }
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(v, "v1");
+  EXPECT_GE(sharer->stats().sharer_lookups, 1u);
+  st = admin->MigratePartition(p, 1);
+  for (int i = 0; i < 5 && !st.ok(); i++) st = admin->MigratePartition(p, 1);  // admin reconnects
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  uint64_t epoch = 0;
+  ASSERT_EQ(Owners(admin.get(), p, &epoch), std::vector<uint32_t>{1});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (sharer->impl()->EpochOf(p) != epoch && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    (void)sharer->Begin();
+  }
+  ASSERT_EQ(sharer->impl()->EpochOf(p), epoch) << "the restarted home pushed nothing";
+  EXPECT_EQ(sharer->impl()->OwnerOf(p), 1u);
+  EXPECT_GE(sharer->stats().placements_pushed, 1u);
+  ASSERT_TRUE(Get(sharer.get(), ks, k, &v, &found).ok());
+  EXPECT_EQ(v, "v1");
+}
+
 // Scans (remote page I/O) while the keyspace's partitions move: a partition that moves while
 // it is read is opened again at its new owner and read again; every scan sees every key once
 // with its value.

@@ -119,6 +119,7 @@ struct ClientStats {
   uint64_t read_retries = 0;         // whole reads retried (round-2 miss)
   uint64_t moved_replies = 0;
   uint64_t placements_pushed = 0;  // new placements the homes pushed at cutovers (taken)
+  uint64_t sharer_lookups = 0;     // LOOKUPs re-sent to a home after its channel reopened
   uint64_t commit_retries = 0;     // PUTs retried with a fresh timestamp
   uint64_t sleeps = 0;             // waits that slept in epoll
   uint64_t sleep_timeouts = 0;     // ... and woke by timeout rather than a doorbell

@@ -57,9 +57,40 @@ Status Client::Impl::Connected(uint32_t node, ChannelKind kind, NodeChannel** ou
   }
   // A channel reconnects only once a failure reset it: a request is never silently re-sent
   // to a server that may have lost what earlier requests of its transaction left there.
-  if (!ch.is_open()) RAMP_RETURN_IF_ERROR(ch.Open());
+  if (!ch.is_open()) {
+    // A channel that failed before (the node restarted, or the connection broke) is opened
+    // again: the node, if it is the home of partitions cached here, may have forgotten this
+    // client as their sharer and where to push their moves (routes live in its memory).
+    const bool again = !ch.last_error().ok();
+    RAMP_RETURN_IF_ERROR(ch.Open());
+    if (again) Reregister(node);
+  }
   *out = &ch;
   return Status::OK();
+}
+
+void Client::Impl::Reregister(uint32_t home) {
+  if (reregistering) return;  // the LOOKUP below may open the read channel itself
+  std::vector<PartitionId> mine;
+  for (const auto& [p, pl] : placements) {
+    if (HomeOf(p, homes) == home) mine.push_back(p);
+  }
+  if (mine.empty()) return;
+  reregistering = true;
+  // LOOKUP records this client as a sharer of each partition again and notes the session as
+  // its route. The reply is not waited for (dropped when it comes): the cached placements
+  // stay right or are corrected by MOVED, as before.
+  protocol::LookupRequest req{mine};
+  std::string body;
+  protocol::Encode(req, &body);
+  uint64_t id = 0;
+  if (Call(home, ReadChannel(), protocol::Op::kLookup, static_cast<uint32_t>(mine.size()), body,
+           &id)
+          .ok()) {
+    calls.erase(id);
+    stats.sharer_lookups++;
+  }
+  reregistering = false;
 }
 
 void Client::Impl::Fail(uint32_t node, ChannelKind kind, const Status& why) {

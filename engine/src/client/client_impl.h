@@ -119,6 +119,10 @@ struct Client::Impl final : ChannelContext, ClusterView {
   // placement is fresh before the next transaction routes by it.
   void TakePlacements(const protocol::Header& h, std::string_view body);
   void TakePushes();
+  // After a channel to a node reopened: LOOKUP again the cached partitions it is home of,
+  // so that a restarted home knows this client as their sharer and pushes their moves.
+  void Reregister(uint32_t home);
+  bool reregistering = false;
   int64_t last_push_poll_ms = 0;
   // Sends the one-sided reads counted so far to the partitions' owners (best effort).
   void ReportLoad();

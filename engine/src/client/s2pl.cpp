@@ -46,6 +46,19 @@ Status LockRound(Client::Impl& c, S2plLocks& t, Op op,
   return result;
 }
 
+// A LOCK or WRITE_LOCKED that met a partition no longer served by the node asked (MOVED,
+// after a migration) is sent again, to the partitions' owners asked anew of their homes, at
+// most this many times, with the move backoff: a move in progress holds its writes for a
+// cutover. The locks taken so far stay held (re-acquiring one succeeds).
+constexpr int kMaxMoves = 64;
+
+// Forgets the cached owners of the partitions, so that the next ResolveOwners asks their
+// homes (the MOVED error does not say which partition of the request moved).
+void ForgetOwners(Client::Impl& c, std::span<const PartitionId> parts) {
+  c.stats.moved_replies++;
+  for (const auto& p : parts) c.placements.erase(p);
+}
+
 }  // namespace
 
 void S2plRelease(Client::Impl& c, S2plLocks& t) {
@@ -71,16 +84,26 @@ Status S2plRead(Client::Impl& c, S2plLocks& t, std::vector<ReadSlot>& slots) {
   c.stats.reads++;
   std::vector<PartitionId> parts;
   for (const auto& s : slots) parts.push_back(s.part);
-  RAMP_RETURN_IF_ERROR(c.ResolveOwners(parts));
   std::map<uint32_t, std::vector<protocol::LockItem>> by_node;
   std::map<uint32_t, std::vector<size_t>> slot_of;
-  for (size_t i = 0; i < slots.size(); i++) {
-    const uint32_t node = c.OwnerOf(slots[i].part);
-    by_node[node].push_back(protocol::LockItem{slots[i].part, slots[i].key, protocol::kLockShared});
-    slot_of[node].push_back(i);
-  }
   std::map<uint32_t, PendingCall> replies;
-  Status st = LockRound(c, t, Op::kLock, by_node, &replies);
+  Status st;
+  for (int attempt = 0;; attempt++) {
+    c.MoveBackoff(attempt);
+    RAMP_RETURN_IF_ERROR(c.ResolveOwners(parts));
+    by_node.clear();
+    slot_of.clear();
+    replies.clear();
+    for (size_t i = 0; i < slots.size(); i++) {
+      const uint32_t node = c.OwnerOf(slots[i].part);
+      by_node[node].push_back(
+          protocol::LockItem{slots[i].part, slots[i].key, protocol::kLockShared});
+      slot_of[node].push_back(i);
+    }
+    st = LockRound(c, t, Op::kLock, by_node, &replies);
+    if (!st.Is(Status::Code::kMoved) || attempt + 1 >= kMaxMoves) break;
+    ForgetOwners(c, parts);
+  }
   if (!st.ok()) {
     S2plRelease(c, t);
     return st;
@@ -111,16 +134,26 @@ Status S2plCommit(Client::Impl& c, S2plLocks& t, std::span<const WriteItem> writ
   }
   std::vector<PartitionId> parts;
   for (const auto& w : writes) parts.push_back(c.PartitionOf(w.keyspace, w.key));
-  Status st = c.ResolveOwners(parts);
   std::map<uint32_t, std::vector<protocol::LockItem>> by_node;
-  for (size_t i = 0; st.ok() && i < writes.size(); i++) {
-    const WriteItem& w = writes[i];
-    by_node[c.OwnerOf(parts[i])].push_back(
-        protocol::LockItem{parts[i], w.key, protocol::kLockExclusive, w.value,
-                           static_cast<uint8_t>(w.tombstone ? protocol::kPutTombstone : 0)});
-  }
   std::map<uint32_t, PendingCall> replies;
-  if (st.ok()) st = LockRound(c, t, Op::kLock, by_node, &replies);
+  Status st;
+  for (int attempt = 0;; attempt++) {
+    c.MoveBackoff(attempt);
+    st = c.ResolveOwners(parts);
+    by_node.clear();
+    replies.clear();
+    for (size_t i = 0; st.ok() && i < writes.size(); i++) {
+      const WriteItem& w = writes[i];
+      by_node[c.OwnerOf(parts[i])].push_back(
+          protocol::LockItem{parts[i], w.key, protocol::kLockExclusive, w.value,
+                             static_cast<uint8_t>(w.tombstone ? protocol::kPutTombstone : 0)});
+    }
+    if (st.ok()) st = LockRound(c, t, Op::kLock, by_node, &replies);
+    // MOVED at LOCK: nothing was written yet; the locks go to the new owners. (WRITE_LOCKED
+    // checks ownership too but is not retried: a server may have written its part already.)
+    if (!st.Is(Status::Code::kMoved) || attempt + 1 >= kMaxMoves) break;
+    ForgetOwners(c, parts);
+  }
   if (st.ok()) {
     replies.clear();
     st = LockRound(c, t, Op::kWriteLocked, by_node, &replies);

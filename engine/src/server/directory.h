@@ -87,7 +87,8 @@ class Directory {
   std::vector<uint64_t> Sharers(const PartitionId& p) const;
   protocol::Placement EntryOf(const PartitionId& p) const;  // without recording a sharer
   // Where the home reaches a sharer: the session its last LOOKUP came on (kept in memory
-  // only; a restarted home's sharers hear of moves by MOVED, as before).
+  // only; after a restart of the home its sharers LOOKUP their cached partitions again when
+  // their connection to it reopens: Client::Impl::Reregister).
   void NoteRoute(uint64_t sharer, std::shared_ptr<const DeferredReply::PostFn> post,
                  uint64_t session);
   // At a cutover: PLACEMENT with p's entry to every sharer of p that has a route. Best

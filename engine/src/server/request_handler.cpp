@@ -391,7 +391,19 @@ Status RequestHandler::OnWriteLocked(Session& s, const Header& h, std::string_vi
   const LockTable::Owner owner{s.client_id, req.txn};
   const Timestamp ts{ctx_->clock->Now(), s.client_id};
   Status st;
+  // A partition that moved away since the LOCK (a migration's cutover) is not written here,
+  // nor any item of the request: the write would land in a copy no longer served.
   for (const auto& item : req.items) {
+    uint32_t hint = 0;
+    uint64_t epoch = 0;
+    if (!ctx_->directory->Owns(item.part, &hint, &epoch)) {
+      st = Status::Moved("partition " + item.part.ToString() + " is served by node " +
+                         std::to_string(hint));
+      break;
+    }
+  }
+  for (size_t i = 0; st.ok() && i < req.items.size(); i++) {
+    const auto& item = req.items[i];
     // The client took exclusive locks before; re-acquiring checks that it still holds them.
     if (!ctx_->locks->Acquire(owner, item.part, item.key, true)) {
       st = Status::Conflict("write without the exclusive lock");
