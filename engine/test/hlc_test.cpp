@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -57,6 +58,51 @@ TEST(HybridClockTest, ReadingsAreUniqueAcrossThreads) {
   }
   std::sort(all.begin(), all.end());
   EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end());
+}
+
+// The statement-snapshot rule that lets a commit be acknowledged without waiting for the
+// next millisecond (extension/xact: Session::StatementSnapshot, CommitWrites): a commit drawn
+// at or after NextMicro(now) and acknowledged once Reached is in every snapshot taken after
+// the acknowledgement, and in no snapshot taken before its writes.
+uint64_t UnixMicrosNow() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+TEST(HybridClockTest, PhysicalNowCarriesTheMicrosecondBelowTheMillisecond) {
+  const uint64_t us = UnixMicrosNow();
+  const uint64_t t = HybridClock::PhysicalNow();
+  EXPECT_GE(t >> 16, us / 1000);
+  EXPECT_LE(t >> 16, us / 1000 + 1000);
+  EXPECT_LT((t & 0xFFFF) >> HybridClock::kMicroShift, 1000u);
+  EXPECT_EQ(t & HybridClock::kMicroMask, 0u);
+  EXPECT_EQ(HybridClock::SnapshotAtMicros(1'700'000'000'123'456),
+            (uint64_t{1'700'000'000'123} << 16) | (456u << HybridClock::kMicroShift) |
+                HybridClock::kMicroMask);
+}
+
+TEST(HybridClockTest, AcknowledgedCommitsAreInLaterSnapshotsAndNotInEarlierOnes) {
+  HybridClock clock;
+  uint64_t before_write = 0, committed = 0;
+  for (int i = 0; i < 20000; ++i) {
+    // A statement starts, then a writer writes and commits (a few clock readings, as a
+    // commit's PREPARE and COMMIT take), and waits for the clock before acknowledging.
+    const uint64_t earlier = HybridClock::SnapshotAtMicros(UnixMicrosNow());
+    clock.Observe(HybridClock::NextMicro(HybridClock::PhysicalNow()));
+    for (int k = 0; k <= i % 3; ++k) committed = clock.Now();
+    ASSERT_GT(committed, earlier) << "a commit whose writes came after a statement started is "
+                                     "in its snapshot (iteration "
+                                  << i << ")";
+    while (!HybridClock::Reached(committed)) {
+    }
+    const uint64_t later = HybridClock::SnapshotAtMicros(UnixMicrosNow());
+    ASSERT_GE(later, committed) << "an acknowledged commit is missing from a later statement's "
+                                   "snapshot (iteration "
+                                << i << ")";
+    before_write = earlier;
+  }
+  EXPECT_GT(committed, before_write);
 }
 
 }  // namespace

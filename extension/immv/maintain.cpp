@@ -142,10 +142,8 @@ void ClusterWaits(Oid log_oid, int base, bool serialize, const std::vector<int32
     // newest commit of a holder, as that holder's own COMMIT does before it returns (its
     // release went out before that wait), and let this transaction's commit come after.
     pgramp::Session::Get().client().AdvanceClock(newest.time);
-    const uint64_t newest_ms = newest.time >> 16;
-    for (int spins = 0; (ramp::HybridClock::PhysicalNow() >> 16) < newest_ms && spins < 1000;
-         spins++) {
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    for (int spins = 0; !ramp::HybridClock::Reached(newest.time) && spins < 10000; spins++) {
+      std::this_thread::sleep_for(std::chrono::microseconds(10));
     }
   });
 }

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <vector>
 
+#include "ramp/hlc.h"
 #include "sqlapi/guc.hpp"
 #include "xact/session.hpp"
 #include "xact/shared_addresses.hpp"
@@ -159,10 +160,11 @@ ramp::ReadSession& Session::reads() {
 // The snapshot is the statement's start, not the moment of its first read: an index scan
 // may have loaded its batch of entries before that, and a transaction committing in
 // between must not be visible (its new row's entry would be missing from the batch and its
-// deletion of the old row visible: an UPDATE would find neither). HLC time is
-// milliseconds << 16; the snapshot takes the whole start millisecond. Commits of ramp
-// writes get a timestamp in the millisecond after their last write and are acknowledged
-// only once the clock got there (xact.cpp): a commit acknowledged before this statement
+// deletion of the old row visible: an UPDATE would find neither). HLC time carries the
+// microsecond (ramp/hlc.h); the snapshot takes the whole start microsecond
+// (HybridClock::SnapshotAtMicros). Commits of ramp writes get a timestamp in a microsecond
+// after their last write (HybridClock::NextMicro) and are acknowledged only once the clock
+// got there (HybridClock::Reached, xact.cpp): a commit acknowledged before this statement
 // started is visible, one whose writes came after its start is not.
 int64_t Session::StatementStart() const {
   return std::max<int64_t>(GetCurrentStatementStartTimestamp(), nested_start_);
@@ -170,10 +172,11 @@ int64_t Session::StatementStart() const {
 
 ramp::Timestamp Session::StatementSnapshot() const {
   if (guc::debug_unchecked_lookups) return ramp::Timestamp();
-  const int64_t unix_ms =
-      StatementStart() / 1000 +
-      (int64_t{POSTGRES_EPOCH_JDATE} - int64_t{UNIX_EPOCH_JDATE}) * SECS_PER_DAY * 1000;
-  ramp::Timestamp snapshot{(static_cast<uint64_t>(unix_ms) << 16) | 0xFFFF, ~uint64_t{0}};
+  const int64_t unix_us =
+      StatementStart() +
+      (int64_t{POSTGRES_EPOCH_JDATE} - int64_t{UNIX_EPOCH_JDATE}) * SECS_PER_DAY * 1000000;
+  ramp::Timestamp snapshot{ramp::HybridClock::SnapshotAtMicros(static_cast<uint64_t>(unix_us)),
+                           ~uint64_t{0}};
   if (last_own_commit_ > snapshot) snapshot = last_own_commit_;
   return snapshot;
 }

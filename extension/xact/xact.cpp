@@ -60,12 +60,13 @@ constexpr uint64_t kRecordOverheadBytes = 72;
 // keyspaces; the values are not copied again).
 void CommitWrites(ramp::WriteBatch& writes) {
   Session& session = Session::Get();
-  // Statement snapshots are wall-clock milliseconds (Session::StatementSnapshot). This
+  // Statement snapshots are wall-clock microseconds (Session::StatementSnapshot). This
   // commit must be invisible to every statement that started before its writes (its index
   // entries) existed, and visible to every statement that starts after it is acknowledged:
-  // its timestamp goes to the next millisecond, and the acknowledgement waits for the clock
-  // to reach that millisecond (at most ~1 ms).
-  session.client().AdvanceClock(((ramp::HybridClock::PhysicalNow() >> 16) + 1) << 16);
+  // its timestamp goes to the next microsecond, and the acknowledgement waits for the clock
+  // to reach that microsecond (already passed after the commit's round trips, unless the
+  // cluster's clocks run ahead of this machine's).
+  session.client().AdvanceClock(ramp::HybridClock::NextMicro(ramp::HybridClock::PhysicalNow()));
   ramp::Timestamp committed;
   // The row locks of this transaction go out right behind its COMMITs (ReleaseRowLocks
   // below then has nothing left to send): a row's COMMIT reaches its server before the
@@ -83,10 +84,8 @@ void CommitWrites(ramp::WriteBatch& writes) {
   // The commit is applied everywhere: whoever waits for a row of it may go on now (it reads
   // the newest version, not a snapshot), not only after the clock wait below.
   ReleaseRowLocks();
-  const uint64_t committed_ms = committed.time >> 16;
-  for (int spins = 0; (ramp::HybridClock::PhysicalNow() >> 16) < committed_ms && spins < 100;
-       spins++) {
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  for (int spins = 0; !ramp::HybridClock::Reached(committed.time) && spins < 1000; spins++) {
+    std::this_thread::sleep_for(std::chrono::microseconds(10));
   }
   // The next plan sees this transaction's new rows: a key (and a record, about its value
   // and a header) each, as the servers count them. Deleted rows stay keys for a while there.

@@ -1,5 +1,6 @@
-// Hybrid logical clock (hlc.h): physical milliseconds in the high bits, a logical counter in
-// the low 16 bits that breaks ties within a millisecond and absorbs clock skew.
+// Hybrid logical clock (hlc.h): physical milliseconds in the high bits, the microsecond
+// within it and a logical counter in the low 16 bits (the counter breaks ties within a
+// microsecond and absorbs clock skew).
 #include "ramp/hlc.h"
 
 #include <algorithm>
@@ -12,10 +13,10 @@ constexpr int kLogicalBits = 16;
 }
 
 uint64_t HybridClock::PhysicalNow() {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count();
-  return static_cast<uint64_t>(ms) << kLogicalBits;
+  const auto us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                            std::chrono::system_clock::now().time_since_epoch())
+                                            .count());
+  return ((us / 1000) << kLogicalBits) | ((us % 1000) << kMicroShift);
 }
 
 uint64_t HybridClock::Now() {
