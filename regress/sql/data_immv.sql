@@ -192,6 +192,15 @@ SELECT * FROM diffs();
 -- other (on one server): those views go first, so that the orders writers below do not.
 DROP VIEW v_left, v_nested, v_cdist;
 CREATE EXTENSION dblink;
+-- Until the other session waits for one of our intents (wait event Extension; at most 30 s).
+CREATE FUNCTION wait_for_waiter() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1 .. 300 LOOP
+    EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Extension');
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END
+$$;
 SELECT dblink_connect('other', format('dbname=%s port=%s host=%s', current_database(),
        current_setting('port'), split_part(current_setting('unix_socket_directories'), ',', 1)));
 SELECT dblink_exec('other', 'SET search_path = immv, public');
@@ -211,14 +220,7 @@ SELECT * FROM diffs();
 BEGIN;
 INSERT INTO orders VALUES (9200, 40, 10, 'pair');          -- customer 40 does not exist yet
 SELECT dblink_send_query('other', 'INSERT INTO cust VALUES (40, 1, ''c40'')');
-DO $$
-BEGIN
-  FOR i IN 1 .. 300 LOOP   -- until the other session waits for our lock (at most 30 s)
-    EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Extension');
-    PERFORM pg_sleep(0.1);
-  END LOOP;
-END
-$$;
+SELECT wait_for_waiter();
 SELECT count(*) AS waiting_writers FROM pg_stat_activity WHERE wait_event_type = 'Extension';
 COMMIT;
 SELECT * FROM dblink_get_result('other') AS t(status text);
@@ -234,14 +236,7 @@ INSERT INTO orders VALUES (9300, 6, 70, 'ex');
 BEGIN;
 INSERT INTO items VALUES (9300, 1, 3);
 SELECT dblink_send_query('other', 'INSERT INTO items VALUES (9300, 2, 4)');
-DO $$
-BEGIN
-  FOR i IN 1 .. 300 LOOP
-    EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Extension');
-    PERFORM pg_sleep(0.1);
-  END LOOP;
-END
-$$;
+SELECT wait_for_waiter();
 SELECT wait_event_type, wait_event, count(*) AS waiting_writers FROM pg_stat_activity
  WHERE wait_event_type = 'Extension' GROUP BY 1, 2;
 COMMIT;
@@ -267,14 +262,7 @@ BEGIN;
 DELETE FROM mm WHERE id = 20;
 SELECT dblink_exec('other', 'DELETE FROM mm WHERE id = 19');   -- group 1: no wait
 SELECT dblink_send_query('other', 'DELETE FROM mm WHERE id = 18');
-DO $$
-BEGIN
-  FOR i IN 1 .. 300 LOOP
-    EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Extension');
-    PERFORM pg_sleep(0.1);
-  END LOOP;
-END
-$$;
+SELECT wait_for_waiter();
 SELECT count(*) AS waiting_writers FROM pg_stat_activity WHERE wait_event_type = 'Extension';
 COMMIT;
 SELECT * FROM dblink_get_result('other') AS t(status text);
