@@ -59,6 +59,36 @@ void ForgetOwners(Client::Impl& c, std::span<const PartitionId> parts) {
   for (const auto& p : parts) c.placements.erase(p);
 }
 
+// LOCK at the owners of parts, item(i) being the lock item on parts[i]: by_node gets the
+// items per owner node and index_of their indexes (the replies follow that order). MOVED is
+// followed (owners asked anew, the move backoff, kMaxMoves). *resolve_error: the owners could
+// not be found, and no LOCK went out for this attempt.
+template <typename ItemAt>
+Status LockAtOwners(Client::Impl& c, S2plLocks& t, std::span<const PartitionId> parts, ItemAt item,
+                    std::map<uint32_t, std::vector<protocol::LockItem>>* by_node,
+                    std::map<uint32_t, std::vector<size_t>>* index_of,
+                    std::map<uint32_t, PendingCall>* replies, bool* resolve_error) {
+  *resolve_error = false;
+  for (int attempt = 0;; attempt++) {
+    c.MoveBackoff(attempt);
+    by_node->clear();
+    index_of->clear();
+    replies->clear();
+    if (Status st = c.ResolveOwners(parts); !st.ok()) {
+      *resolve_error = true;
+      return st;
+    }
+    for (size_t i = 0; i < parts.size(); i++) {
+      const uint32_t node = c.OwnerOf(parts[i]);
+      (*by_node)[node].push_back(item(i));
+      (*index_of)[node].push_back(i);
+    }
+    Status st = LockRound(c, t, Op::kLock, *by_node, replies);
+    if (!st.Is(Status::Code::kMoved) || attempt + 1 >= kMaxMoves) return st;
+    ForgetOwners(c, parts);
+  }
+}
+
 }  // namespace
 
 void S2plRelease(Client::Impl& c, S2plLocks& t) {
@@ -87,23 +117,14 @@ Status S2plRead(Client::Impl& c, S2plLocks& t, std::vector<ReadSlot>& slots) {
   std::map<uint32_t, std::vector<protocol::LockItem>> by_node;
   std::map<uint32_t, std::vector<size_t>> slot_of;
   std::map<uint32_t, PendingCall> replies;
-  Status st;
-  for (int attempt = 0;; attempt++) {
-    c.MoveBackoff(attempt);
-    RAMP_RETURN_IF_ERROR(c.ResolveOwners(parts));
-    by_node.clear();
-    slot_of.clear();
-    replies.clear();
-    for (size_t i = 0; i < slots.size(); i++) {
-      const uint32_t node = c.OwnerOf(slots[i].part);
-      by_node[node].push_back(
-          protocol::LockItem{slots[i].part, slots[i].key, protocol::kLockShared});
-      slot_of[node].push_back(i);
-    }
-    st = LockRound(c, t, Op::kLock, by_node, &replies);
-    if (!st.Is(Status::Code::kMoved) || attempt + 1 >= kMaxMoves) break;
-    ForgetOwners(c, parts);
-  }
+  bool resolve_error = false;
+  const Status st = LockAtOwners(
+      c, t, parts,
+      [&](size_t i) {
+        return protocol::LockItem{slots[i].part, slots[i].key, protocol::kLockShared};
+      },
+      &by_node, &slot_of, &replies, &resolve_error);
+  if (resolve_error) return st;
   if (!st.ok()) {
     S2plRelease(c, t);
     return st;
@@ -135,25 +156,19 @@ Status S2plCommit(Client::Impl& c, S2plLocks& t, std::span<const WriteItem> writ
   std::vector<PartitionId> parts;
   for (const auto& w : writes) parts.push_back(c.PartitionOf(w.keyspace, w.key));
   std::map<uint32_t, std::vector<protocol::LockItem>> by_node;
+  std::map<uint32_t, std::vector<size_t>> index_of;
   std::map<uint32_t, PendingCall> replies;
-  Status st;
-  for (int attempt = 0;; attempt++) {
-    c.MoveBackoff(attempt);
-    st = c.ResolveOwners(parts);
-    by_node.clear();
-    replies.clear();
-    for (size_t i = 0; st.ok() && i < writes.size(); i++) {
-      const WriteItem& w = writes[i];
-      by_node[c.OwnerOf(parts[i])].push_back(
-          protocol::LockItem{parts[i], w.key, protocol::kLockExclusive, w.value,
-                             static_cast<uint8_t>(w.tombstone ? protocol::kPutTombstone : 0)});
-    }
-    if (st.ok()) st = LockRound(c, t, Op::kLock, by_node, &replies);
-    // MOVED at LOCK: nothing was written yet; the locks go to the new owners. (WRITE_LOCKED
-    // checks ownership too but is not retried: a server may have written its part already.)
-    if (!st.Is(Status::Code::kMoved) || attempt + 1 >= kMaxMoves) break;
-    ForgetOwners(c, parts);
-  }
+  bool resolve_error = false;
+  // MOVED at LOCK: nothing was written yet; the locks go to the new owners. (WRITE_LOCKED
+  // checks ownership too but is not retried: a server may have written its part already.)
+  Status st = LockAtOwners(
+      c, t, parts,
+      [&](size_t i) {
+        const WriteItem& w = writes[i];
+        return protocol::LockItem{parts[i], w.key, protocol::kLockExclusive, w.value,
+                                  static_cast<uint8_t>(w.tombstone ? protocol::kPutTombstone : 0)};
+      },
+      &by_node, &index_of, &replies, &resolve_error);
   if (st.ok()) {
     replies.clear();
     st = LockRound(c, t, Op::kWriteLocked, by_node, &replies);
