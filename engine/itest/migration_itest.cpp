@@ -54,6 +54,16 @@ std::unique_ptr<Client> Open(const TestCluster& tc, Provider p, ReadPath r, Writ
   return c;
 }
 
+// A pushed placement is taken when the client next polls its connections (Client::Begin
+// does, once per coarse clock tick): polls until c holds epoch for p, or the time is up.
+void AwaitPush(Client* c, const PartitionId& p, uint64_t epoch, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (c->impl()->EpochOf(p) != epoch && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    (void)c->Begin();
+  }
+}
+
 // The owners the servers claim for a partition (each server lists what it serves).
 std::vector<uint32_t> Owners(Client* c, const PartitionId& p, uint64_t* epoch = nullptr) {
   std::vector<PartitionStatus> parts;
@@ -332,13 +342,7 @@ TEST_F(MigrationTest, TheHomePushesTheNewOwnerToItsSharers) {
   ASSERT_TRUE(Put(admin.get(), ks, k, "after").ok());
   std::string last = "after";
   for (auto& c : live) {
-    // The push is taken when the client next polls its connections (Client::Begin does,
-    // once per coarse clock tick): wait for it.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (c->impl()->EpochOf(p) != epoch && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      (void)c->Begin();
-    }
+    AwaitPush(c.get(), p, epoch, std::chrono::seconds(20));
     ASSERT_EQ(c->impl()->EpochOf(p), epoch) << "the new placement was not pushed";
     ASSERT_EQ(c->impl()->OwnerOf(p), 2u);
     EXPECT_GE(c->stats().placements_pushed, 1u);
@@ -440,11 +444,7 @@ TEST(MigrationHomeRestartTest, SharersRegisterAgainWithARestartedHome) {
   ASSERT_TRUE(st.ok()) << st.ToString();
   uint64_t epoch = 0;
   ASSERT_EQ(Owners(admin.get(), p, &epoch), std::vector<uint32_t>{1});
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (sharer->impl()->EpochOf(p) != epoch && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    (void)sharer->Begin();
-  }
+  AwaitPush(sharer.get(), p, epoch, std::chrono::seconds(10));
   ASSERT_EQ(sharer->impl()->EpochOf(p), epoch) << "the restarted home pushed nothing";
   EXPECT_EQ(sharer->impl()->OwnerOf(p), 1u);
   EXPECT_GE(sharer->stats().placements_pushed, 1u);
