@@ -1642,10 +1642,13 @@ char* Maintenance(const ViewPlan* plan, const char* log, const char* prefix, con
     foreach (lc, GroupColumns(plan)) appendStringInfo(&s, ", o.%s", static_cast<char*>(lfirst(lc)));
     appendStringInfoString(&s, " FROM __ramp_d o WHERE o.__ramp_sign < 0), ");
   }
+  // With only_reached, one DELETE takes the log rows of every group that lost rows: those
+  // recomputed (__ramp_rc) and those merged below (__ramp_cg), which it returns.
   appendStringInfo(&s,
-                   "__ramp_gone AS (DELETE FROM %s l WHERE EXISTS (SELECT 1 FROM __ramp_rc r "
-                   "WHERE %s)), ",
-                   log, SameGroup(plan, "l"));
+                   "__ramp_gone AS (DELETE FROM %s l WHERE EXISTS (SELECT 1 FROM %s r "
+                   "WHERE %s)%s), ",
+                   log, only_reached ? "__ramp_rm" : "__ramp_rc", SameGroup(plan, "l"),
+                   only_reached ? " RETURNING l.*" : "");
   appendStringInfo(&s, "__ramp_redo AS (INSERT INTO %s %s) ", log,
                    LogRows(plan, KeyedSource(plan, full, "__ramp_rc"), nullptr));
   const char* not_recomputed =
@@ -1659,17 +1662,15 @@ char* Maintenance(const ViewPlan* plan, const char* log, const char* prefix, con
                      ", __ramp_cg AS (SELECT m.* FROM __ramp_rm m WHERE NOT EXISTS (SELECT 1 "
                      "FROM __ramp_rc r WHERE %s)), ",
                      SameGroup(plan, "m"));
-    appendStringInfo(&s,
-                     "__ramp_cgone AS (DELETE FROM %s l WHERE EXISTS (SELECT 1 FROM __ramp_cg r "
-                     "WHERE %s) RETURNING l.*), ",
-                     log, SameGroup(plan, "l"));
     const char* in_cg =
         psprintf("EXISTS (SELECT 1 FROM __ramp_cg r WHERE %s)", SameGroup(plan, "d"));
-    appendStringInfo(&s, "__ramp_merged AS (INSERT INTO %s %s) ", log,
-                     LogRows(plan,
-                             psprintf("(SELECT * FROM __ramp_cgone UNION ALL %s)",
-                                      LogRows(plan, "__ramp_d", in_cg)),
-                             nullptr, RowsOf::kLog));
+    appendStringInfo(
+        &s, "__ramp_merged AS (INSERT INTO %s %s) ", log,
+        LogRows(plan,
+                psprintf("(SELECT g.* FROM __ramp_gone g WHERE EXISTS (SELECT 1 FROM __ramp_cg r "
+                         "WHERE %s) UNION ALL %s)",
+                         SameGroup(plan, "g"), LogRows(plan, "__ramp_d", in_cg)),
+                nullptr, RowsOf::kLog));
     not_recomputed = psprintf("%s AND NOT %s", not_recomputed, in_cg);
   }
   appendStringInfo(&s, "INSERT INTO %s %s", log, LogRows(plan, "__ramp_d", not_recomputed));
