@@ -181,7 +181,8 @@ TEST_F(ClientApiTest, AStatementReadsItsSnapshotAndTheNextStatementSeesLaterComm
 
 // A row read in one request names its siblings; a sibling read later in the statement is
 // read at least at that version even when the snapshot predates it (RAMP's round 2 across
-// requests), and a sibling read before at an older version makes the statement fail.
+// requests), and a sibling read before at an older version makes the statement fail when
+// the caller requires the newer version (it cannot read around it).
 TEST_F(ClientApiTest, StatementBoundsCarryFromRequestToRequest) {
   auto reader = Open();
   auto writer = Open();
@@ -222,6 +223,59 @@ TEST_F(ClientApiTest, StatementBoundsCarryFromRequestToRequest) {
   const RowRequest four{table.id, 4, second};
   Status st = r->ReadRows(std::span<const RowRequest>(&four, 1), RowReads::kStatement, &out);
   EXPECT_TRUE(st.Is(Status::Code::kConflict)) << st.ToString();
+}
+
+// A statement that meets a commit half done -- applied at one partition, still on its way to
+// another -- reads around it: the row it reads after the commit must show what was there
+// before it, as the row it read before already did. Before, the statement failed (40001).
+TEST_F(ClientApiTest, AStatementReadsAroundACommitItMetHalfDone) {
+  auto reader = Open();
+  const KeyspaceRef table = Table();
+  reader->DefineKeyspace(table.id, table.buckets, table.grouped);
+  // Row `first` lives on node 0, whose COMMIT the slow writer sends first; `second` elsewhere.
+  auto row_on = [&](bool node0) {
+    for (uint64_t id = 1;; id++) {
+      const uint32_t home = HomeOf(PartitionId{table.id, BucketOf(RowKey(id), table.buckets)}, 3);
+      if ((home == 0) == node0) return id;
+    }
+  };
+  const uint64_t first = row_on(true), second = row_on(false);
+  WriteBatch b(reader->write_limits());
+  ASSERT_TRUE(b.Insert(table, EntryKey{0, first}, "old", 1, kTopSubTxn).ok());
+  ASSERT_TRUE(b.Insert(table, EntryKey{0, second}, "old", 1, kTopSubTxn).ok());
+  ASSERT_TRUE(reader->Write(b).ok());
+
+  ClientOptions o =
+      cluster_->ClientOptionsFor(Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus);
+  o.debug_commit_delay_us = 3'000'000;  // COMMIT at node 0, 3 s, then at the others
+  std::unique_ptr<Client> slow;
+  ASSERT_TRUE(Client::Open(o, &slow).ok());
+  std::thread writer([&] {
+    WriteBatch w(slow->write_limits());
+    ASSERT_TRUE(w.Insert(table, EntryKey{0, first}, "new", 1, kTopSubTxn).ok());
+    ASSERT_TRUE(w.Insert(table, EntryKey{0, second}, "new", 1, kTopSubTxn).ok());
+    ASSERT_TRUE(slow->Write(w).ok());
+  });
+  // Until node 0 has the commit.
+  for (;;) {
+    auto probe = reader->NewReadSession();
+    if (Read(*probe, table, {first}, RowReads::kLatest)[0].value == "new") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  auto r = reader->NewReadSession();
+  r->SetStatement(StatementTag{25, 0}, reader->Begin()->SnapshotNow());  // after the commit's ts
+  const std::string before = Read(*r, table, {second}, RowReads::kStatement)[0].value;
+  const uint64_t around = reader->stats().reads_around_commits;
+  const std::string after = Read(*r, table, {first}, RowReads::kStatement)[0].value;
+  writer.join();
+  if (before == "new") GTEST_SKIP() << "the 3 s between the COMMITs passed before the read";
+  EXPECT_EQ(after, "old") << "the statement saw half of the commit";
+  EXPECT_EQ(reader->stats().reads_around_commits, around + 1);
+  // The next statement sees the whole commit.
+  r->SetStatement(StatementTag{25, 1}, reader->Begin()->SnapshotNow());
+  auto rows = Read(*r, table, {first, second}, RowReads::kStatement);
+  EXPECT_EQ(rows[0].value, "new");
+  EXPECT_EQ(rows[1].value, "new");
 }
 
 TEST_F(ClientApiTest, PrefetchedRowsBelongToTheirStatement) {

@@ -112,11 +112,12 @@ struct ClientStats {
   uint64_t transactions_committed = 0;
   uint64_t transactions_aborted = 0;
   uint64_t reads = 0;
-  uint64_t one_sided_reads = 0;      // GET* attempts
-  uint64_t one_sided_hits = 0;       // GET* that returned a valid committed version
-  uint64_t one_sided_fallbacks = 0;  // invalid/stale address, fell back to GET+
-  uint64_t round2_reads = 0;         // items fetched by timestamp in round 2
-  uint64_t read_retries = 0;         // whole reads retried (round-2 miss)
+  uint64_t one_sided_reads = 0;       // GET* attempts
+  uint64_t one_sided_hits = 0;        // GET* that returned a valid committed version
+  uint64_t one_sided_fallbacks = 0;   // invalid/stale address, fell back to GET+
+  uint64_t round2_reads = 0;          // items fetched by timestamp in round 2
+  uint64_t read_retries = 0;          // whole reads retried (round-2 miss)
+  uint64_t reads_around_commits = 0;  // rows read again before a commit a statement excluded
   uint64_t moved_replies = 0;
   uint64_t placements_pushed = 0;  // new placements the homes pushed at cutovers (taken)
   uint64_t sharer_lookups = 0;     // LOOKUPs re-sent to a home after its channel reopened

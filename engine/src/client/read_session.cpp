@@ -4,6 +4,7 @@
 
 #include <deque>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "client/transaction_state.h"
 #include "ramp/hlc.h"
@@ -103,33 +104,55 @@ struct ReadSession::State {
     auto it = statement_need.find(r);
     return it == statement_need.end() ? Timestamp() : it->second;
   }
-  Status NoteRead(const RowRef& row, const Timestamp& ts, std::string_view metadata);
+  // Transactions this statement reads around (see NoteRead): their versions are never
+  // returned, rows they wrote are read as they were before them.
+  std::unordered_set<Timestamp, TimestampHash> excluded;
+  Status NoteRead(const RowRef& row, const Timestamp& ts, std::string_view metadata, bool* exclude);
 };
 
 // Every row read is noted with the metadata of its version: a sibling row named there must
 // be read at least at that version later in the statement.
+//
+// The other way round, a sibling read earlier at an older version means the transaction was
+// still being committed when that sibling was read (its PREPARE there came after, or was not
+// decided yet). The rows already returned can't be taken back, so the statement reads around
+// that transaction instead: *exclude asks the caller to read this row again as it was before
+// the transaction, and every later read does the same for its versions. The statement sees
+// none of its writes, which is read-atomic; failing with 40001, as before, made every long
+// statement that met a commit in flight fail.
 Status ReadSession::State::NoteRead(const RowRef& row, const Timestamp& ts,
-                                    std::string_view metadata) {
+                                    std::string_view metadata, bool* exclude) {
+  *exclude = false;
   if (!statement_tracking) return Status::OK();
+  if (!excluded.empty() && !ts.zero() && excluded.contains(ts)) {
+    *exclude = true;
+    return Status::OK();
+  }
   if (statement_need.size() + statement_read.size() > kMaxStatementRows) {
     statement_tracking = false;
     statement_need.clear();
     statement_read.clear();
+    excluded.clear();
     return Status::OK();
   }
-  statement_read[row] = ts;
   // Bulk writes name partitions, not keys: nothing per row to check. Their mode byte says so
   // without decoding the partition list of every row a scan-sized fetch reads.
   if (metadata.empty() || ts.zero() ||
       static_cast<uint8_t>(metadata[0]) != static_cast<uint8_t>(record::Metadata::Mode::kKeys)) {
+    statement_read[row] = ts;
     return Status::OK();
   }
   record::Metadata md;
-  if (!record::DecodeMetadata(metadata, &md).ok()) return Status::OK();
+  if (!record::DecodeMetadata(metadata, &md).ok()) {
+    statement_read[row] = ts;
+    return Status::OK();
+  }
   // A commit younger than this may still be on its way to some partitions; older ones
   // are complete (unless their client died mid-commit), and their deletions may have been
   // forgotten by the servers' GC (a row then reads as never written: not a fracture).
   const bool recent = ts.time + (kInFlightCommitMs << 16) > HybridClock::PhysicalNow();
+  // First whether the statement already read around this transaction's writes, then (only
+  // if not) the bounds its metadata sets.
   for (const auto& sib : md.keys) {
     uint64_t sib_rowid = 0;
     if (!DecodeRowKey(sib.key, &sib_rowid)) continue;  // index entries, sequences
@@ -137,20 +160,36 @@ Status ReadSession::State::NoteRead(const RowRef& row, const Timestamp& ts,
     if (ref == row) continue;
     auto read = statement_read.find(ref);
     if (read != statement_read.end() && read->second < ts && (!read->second.zero() || recent)) {
-      // Read earlier at an older version (or not at all, while the commit was in flight):
-      // this statement saw the transaction half committed -- e.g. an UPDATE's new row not
-      // yet committed at its partition and then the old row deleted at its own. Going on
-      // could miss both versions of a row: the statement can be retried.
-      return Status::Conflict(
-          "this statement read a row before and another row after the commit of the "
-          "transaction that wrote both (" +
-          ts.ToString() + ")");
+      excluded.insert(ts);
+      *exclude = true;
+      return Status::OK();
     }
+  }
+  statement_read[row] = ts;
+  for (const auto& sib : md.keys) {
+    uint64_t sib_rowid = 0;
+    if (!DecodeRowKey(sib.key, &sib_rowid)) continue;
+    const RowRef ref{sib.keyspace, sib_rowid};
+    if (ref == row) continue;
     auto [need, inserted] = statement_need.emplace(ref, ts);
     if (!inserted && need->second < ts) need->second = ts;
   }
   return Status::OK();
 }
+
+namespace {
+
+// The newest timestamp below ts: a snapshot that reads what was there before ts.
+Timestamp JustBelow(const Timestamp& ts) {
+  if (ts.client != 0) return Timestamp{ts.time, ts.client - 1};
+  return Timestamp{ts.time - 1, UINT64_MAX};
+}
+
+// Reads around an excluded transaction: re-reads never loop for long (each goes to an older
+// version), but a chain of in-flight commits on one row is bounded all the same.
+constexpr int kMaxReadsAround = 16;
+
+}  // namespace
 
 ReadSession::ReadSession(Client* client) : client_(client), state_(std::make_unique<State>()) {
   client->impl()->TakePushes();  // placements the homes pushed (a statement's reads route by them)
@@ -174,6 +213,7 @@ void ReadSession::SetStatement(const StatementTag& tag, const Timestamp& snapsho
   s.statement_need.clear();
   s.statement_read.clear();
   s.statement_tracking = true;
+  s.excluded.clear();
   s.prefetched.clear();
   s.prefetched_bytes = 0;
 }
@@ -221,7 +261,31 @@ Status ReadSession::ReadRows(std::span<const RowRequest> rows, RowReads how,
     r.found = slot.have && !slot.tombstone && !slot.ts.zero();
     if (r.found) r.value = std::move(slot.value);
     if (how == RowReads::kStatement) {
-      RAMP_RETURN_IF_ERROR(s.NoteRead(RowRef{req.keyspace, req.rowid}, r.ts, slot.metadata));
+      const RowRef ref{req.keyspace, req.rowid};
+      bool exclude = false;
+      RAMP_RETURN_IF_ERROR(s.NoteRead(ref, r.ts, slot.metadata, &exclude));
+      for (int around = 0; exclude; around++) {
+        // The row as it was before the excluded transaction (which is at or below the
+        // statement's snapshot, so this is a version the snapshot could have returned).
+        const Timestamp before = JustBelow(r.ts);
+        if (around >= kMaxReadsAround || slot.required > before) {
+          return Status::Conflict(
+              "this statement read a row before and another row after the commit of the "
+              "transaction that wrote both (" +
+              r.ts.ToString() + ")");
+        }
+        std::vector<ReadSlot> again(1);
+        again[0].keyspace = slot.keyspace;
+        again[0].key = slot.key;
+        again[0].part = slot.part;
+        again[0].required = slot.required;
+        RAMP_RETURN_IF_ERROR(ReadSlots(c, s.locks, again, before));
+        c.stats.reads_around_commits++;
+        r.ts = again[0].ts;
+        r.found = again[0].have && !again[0].tombstone && !again[0].ts.zero();
+        r.value = r.found ? std::move(again[0].value) : std::string();
+        RAMP_RETURN_IF_ERROR(s.NoteRead(ref, r.ts, again[0].metadata, &exclude));
+      }
     }
     if (how != RowReads::kLatest && r.found) RememberVersion(req.keyspace, req.rowid, r.ts);
   }
