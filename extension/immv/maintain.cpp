@@ -32,10 +32,12 @@
 #include "tableam/tableam.hpp"
 
 extern "C" {
+#include "access/xact.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_collation_d.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
+#include "storage/proc.h"
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
 }
@@ -106,19 +108,57 @@ void LocalLocks(Oid log_oid, int base, int bases, bool serialize, const char* ke
   }
 }
 
+// A transaction that writes one base table of a join view (holding that table's group
+// intent) and then another one (an order, then its items) waits for the other writers of
+// the first table; when one of them does the same, the two wait for each other: 40P01 after
+// deadlock_timeout, every time two such transactions overlap. pg_ivm avoids it by locking
+// a view exclusively for every write, which also makes writers of one table take turns.
+// Here a backend learns which views its transactions write several base tables of: from
+// then on, its transaction blocks take such a view's writers intent exclusive at their first
+// write (so a later write of another table holds what it needs), while writers of one table
+// keep running side by side. A backend's first such transaction may still meet the
+// deadlock. Returns whether the view is one of those.
+struct ViewWriters {
+  LocalTransactionId lxid = InvalidLocalTransactionId;
+  std::vector<std::pair<Oid, int>> written;  // this transaction's (log, base table) waits
+  std::vector<Oid> several;                  // views this backend writes several tables of
+};
+ViewWriters view_writers;
+
+bool NoteBaseWritten(Oid log_oid, int base) {
+  ViewWriters& v = view_writers;
+  if (v.lxid != MyProc->lxid) {
+    v.lxid = MyProc->lxid;
+    v.written.clear();
+  }
+  bool another = false, same = false;
+  for (const auto& [log, b] : v.written) {
+    if (log != log_oid) continue;
+    (b == base ? same : another) = true;
+  }
+  if (!same) v.written.emplace_back(log_oid, base);
+  const bool known = std::find(v.several.begin(), v.several.end(), log_oid) != v.several.end();
+  if (another && !known) v.several.push_back(log_oid);
+  return another || known;
+}
+
 // Waits (cluster-wide) for the writers this one must follow; hashes: the values' (sorted),
 // when key_locks. Returns once the clock is past the commits waited for.
-void ClusterWaits(Oid log_oid, int base, bool serialize, const std::vector<int32>& hashes,
-                  bool key_locks) {
+void ClusterWaits(Oid log_oid, int base, int bases, bool serialize,
+                  const std::vector<int32>& hashes, bool key_locks) {
   Relation rel = table_open(log_oid, AccessShareLock);
   const ramp::KeyspaceRef ks = pgramp::RelationKeyspace(rel);
   const std::string what =
       std::string("the writers of materialized view log \"") + RelationGetRelationName(rel) + "\"";
   table_close(rel, AccessShareLock);
   if (ks.fresh) return;  // created by this transaction: no one else writes the view
+  const bool in_block = IsTransactionBlock();
+  const bool writes_several = NoteBaseWritten(log_oid, base);
   pgramp::Boundary([&] {
     pgramp::XactState& x = pgramp::Xact();
-    const bool all = serialize || (key_locks && hashes.size() > kMaxValueIntents) ||
+    const bool may_write_another = bases >= 2 && in_block && writes_several;
+    const bool all = serialize || may_write_another ||
+                     (key_locks && hashes.size() > kMaxValueIntents) ||
                      static_cast<uint32_t>(base) >= ramp::kIntentGroups;
     const ramp::IntentMode mode = all ? ramp::IntentMode::kExclusive : ramp::GroupIntent(base);
     ramp::Timestamp newest;
@@ -288,7 +328,7 @@ Datum ramp_immv_maintain(PG_FUNCTION_ARGS) {
   if (pgramp::guc::debug_immv_local_waits) {
     LocalLocks(log_oid, base, bases, serialize, key_locks);
   } else if (bases >= 2 || serialize || key_locks != nullptr) {
-    ClusterWaits(log_oid, base, serialize, hashes, key_locks != nullptr);
+    ClusterWaits(log_oid, base, bases, serialize, hashes, key_locks != nullptr);
   }
   if (pgramp::guc::debug_immv_separate_put_ms > 0) NoteViewLog(log_oid);
   // Having waited for them, read what the writers of the other base tables committed.

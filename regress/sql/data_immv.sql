@@ -191,6 +191,11 @@ SELECT * FROM diffs();
 -- the nullable side of an outer join or under a nested aggregate of some view wait for each
 -- other (on one server): those views go first, so that the orders writers below do not.
 DROP VIEW v_left, v_nested, v_cdist;
+-- A new backend: the one above wrote several base tables of the join views in one
+-- transaction (the savepoint tests), after which its transaction blocks take their views'
+-- writer intents exclusive (see the end of this section).
+\c
+SET search_path = immv, public;
 CREATE EXTENSION dblink;
 -- Until the other session waits for one of our intents (wait event Extension; at most 30 s).
 CREATE FUNCTION wait_for_waiter() RETURNS void LANGUAGE plpgsql AS $$
@@ -272,6 +277,33 @@ SELECT * FROM v_mm ORDER BY g;
 UPDATE mm SET v = v + 1 WHERE id IN (5, 6);
 DELETE FROM mm WHERE id = 7;
 SELECT * FROM v_mm ORDER BY g;
+SELECT * FROM diffs();
+-- A transaction that writes two base tables of a join view (an order, then its customer)
+-- holds the first table's writer intent when it asks for the second's; two of them at once
+-- waited for each other (40P01 after deadlock_timeout, every time). Having written both in
+-- one transaction, this backend's transaction blocks take the view's writer intent
+-- exclusive at their first write: the other session's order waits for this whole
+-- transaction, and neither deadlocks. (Without it, this session's INSERT INTO cust would
+-- wait for the other's order, which waits for nothing: the statement timeout ends it.)
+BEGIN;
+INSERT INTO orders VALUES (9500, 45, 5, 'learn');
+INSERT INTO cust VALUES (45, 2, 'c45');
+COMMIT;
+SET statement_timeout = '20s';
+BEGIN;
+INSERT INTO orders VALUES (9501, 46, 6, 'first');
+SELECT dblink_send_query('other', 'BEGIN; INSERT INTO orders VALUES (9502, 46, 7, ''second'')');
+SELECT wait_for_waiter();
+SELECT count(*) AS waiting_writers FROM pg_stat_activity WHERE wait_event_type = 'Extension';
+INSERT INTO cust VALUES (46, 3, 'c46');
+COMMIT;
+RESET statement_timeout;
+SELECT * FROM dblink_get_result('other') AS t(status text);  -- BEGIN
+SELECT * FROM dblink_get_result('other') AS t(status text);  -- INSERT
+SELECT * FROM dblink_get_result('other') AS t(status text);  -- (done)
+SELECT dblink_exec('other', 'UPDATE cust SET name = ''c46b'' WHERE id = 46');
+SELECT dblink_exec('other', 'COMMIT');
+SELECT id, name FROM v_join3 WHERE id IN (9500, 9501, 9502) ORDER BY id;
 SELECT * FROM diffs();
 SELECT dblink_disconnect('other');
 DROP EXTENSION dblink;
