@@ -1269,11 +1269,11 @@ void SubLinkTerm(const ViewPlan* plan, const Branch* b, int ci, Oid relid, bool 
   bool anti;
   SubLink* sl = ExistsOf(static_cast<Node*>(list_nth(conjuncts, ci)), &anti);
   auto* sub = reinterpret_cast<Query*>(sl->subselect);
-  List* touched = NIL;
-  if (has_new) touched = lappend(touched, MakeExists(Variant(sub, relid, "__ramp_new")));
-  if (has_old) touched = lappend(touched, MakeExists(Variant(sub, relid, "__ramp_old")));
-  list_nth_cell(conjuncts, ci)->ptr_value =
-      list_length(touched) == 1 ? linitial(touched) : makeBoolExpr(OR_EXPR, touched, -1);
+  // The outer rows a transition row matches: one EXISTS over an UPDATE's old and new rows
+  // together (__ramp_both, registered by the trigger) rather than EXISTS (new) OR EXISTS
+  // (old), which the planner can only check row by row over the whole outer table.
+  const char* touched = has_new && has_old ? "__ramp_both" : has_new ? "__ramp_new" : "__ramp_old";
+  list_nth_cell(conjuncts, ci)->ptr_value = MakeExists(Variant(sub, relid, touched));
   SetConjuncts(c, conjuncts);
   Const* zero = makeConst(INT8OID, -1, InvalidOid, 8, Int64GetDatum(0), false, FLOAT8PASSBYVAL);
   List* extra = list_make3(

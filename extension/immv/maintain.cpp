@@ -37,9 +37,11 @@ extern "C" {
 #include "catalog/pg_collation_d.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "storage/proc.h"
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
+#include "utils/tuplestore.h"
 }
 
 namespace {
@@ -241,6 +243,39 @@ int64 TransitionRows(TriggerData* td) {
   return rows;
 }
 
+// An UPDATE's old and new transition rows together, as the relation __ramp_both: the delta
+// of an EXISTS / IN condition asks for the outer rows that match either (compile.cpp,
+// SubLinkTerm). One EXISTS over both lets the planner join from the few transition rows to
+// the outer table's index; EXISTS (new) OR EXISTS (old) is a filter on a scan of the whole
+// outer table, every statement. Returns the copy (the caller ends it), or nullptr.
+Tuplestorestate* RegisterBothTransitions(TriggerData* td) {
+  if (td->tg_newtable == nullptr || td->tg_oldtable == nullptr) return nullptr;
+  Tuplestorestate* both = tuplestore_begin_heap(false, false, work_mem);
+  TupleTableSlot* slot =
+      MakeSingleTupleTableSlot(RelationGetDescr(td->tg_relation), &TTSOpsMinimalTuple);
+  for (Tuplestorestate* rows : {td->tg_oldtable, td->tg_newtable}) {
+    // A read pointer of our own, as the executor's scans of a transition table take theirs
+    // (and select it before every read).
+    const int ptr = tuplestore_alloc_read_pointer(rows, 0);
+    tuplestore_select_read_pointer(rows, ptr);
+    tuplestore_rescan(rows);
+    while (tuplestore_gettupleslot(rows, true, false, slot)) tuplestore_puttupleslot(both, slot);
+    tuplestore_select_read_pointer(rows, 0);
+  }
+  ExecDropSingleTupleTableSlot(slot);
+  auto* enr = static_cast<EphemeralNamedRelation>(palloc0(sizeof(EphemeralNamedRelationData)));
+  enr->md.name = pstrdup("__ramp_both");
+  enr->md.reliddesc = RelationGetRelid(td->tg_relation);
+  enr->md.tupdesc = nullptr;
+  enr->md.enrtype = ENR_NAMED_TUPLESTORE;
+  enr->md.enrtuples = static_cast<double>(tuplestore_tuple_count(both));
+  enr->reldata = both;
+  if (SPI_register_relation(enr) != SPI_OK_REL_REGISTER) {
+    elog(ERROR, "SPI_register_relation(__ramp_both) failed");
+  }
+  return both;
+}
+
 }  // namespace
 
 extern "C" {
@@ -303,6 +338,9 @@ Datum ramp_immv_maintain(PG_FUNCTION_ARGS) {
   const int bases =
       DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
   const bool serialize = strncmp(sql, kSerializeTag, sizeof(kSerializeTag) - 1) == 0;
+  // Before the statement taking the keys' locks, which may read it too (GroupLocks).
+  Tuplestorestate* both =
+      strstr(sql, "__ramp_both") != nullptr ? RegisterBothTransitions(td) : nullptr;
   const char* key_locks = nullptr;
   if (strncmp(sql, kLockTag, sizeof(kLockTag) - 1) == 0) {
     char* delta = strstr(sql, kDeltaTag);
@@ -345,6 +383,7 @@ Datum ramp_immv_maintain(PG_FUNCTION_ARGS) {
       owner, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
   const int result = small ? SPI_execute_plan(DeltaPlan(sql), nullptr, nullptr, false, 0)
                            : SPI_execute(sql, false, 0);
+  if (both != nullptr) tuplestore_end(both);
   if (result < 0) elog(ERROR, "maintaining materialized view %s failed (SPI %d)", view, result);
   pgramp::Session::Get().SetNestedStatementStart(0);
   SetUserIdAndSecContext(saved_user, saved_context);
