@@ -88,10 +88,12 @@ void EnsureIntentOwner(XactState& x, ramp::Client& client) {
 // exists): at once, or (policy block) waiting cancellably, lock_timeout counting from the
 // wait, shown as wait event "Extension". False: held by another transaction and the policy
 // is SKIP LOCKED. `relname` names the relation in messages, `context` the errors of the
-// cluster, `waiting` a deadlock.
+// cluster, `waiting` a deadlock. check_ms: how often a wait looks for a deadlock
+// (deadlock_timeout when 0).
 bool AcquireFor(const XactState& x, const ramp::KeyspaceRef& ks, std::string_view key,
                 ramp::IntentMode mode, LockWaitPolicy policy, const std::string& relname,
-                const std::string& context, const std::string& waiting, ramp::IntentResult* r) {
+                const std::string& context, const std::string& waiting, ramp::IntentResult* r,
+                int check_ms = 0) {
   Session& session = Session::Get();
   ramp::Client& client = session.client();
   session.Define(ks);
@@ -102,7 +104,7 @@ bool AcquireFor(const XactState& x, const ramp::KeyspaceRef& ks, std::string_vie
   req.key = key;
   req.mode = mode;
   req.wait = false;
-  req.deadlock_check_ms = DeadlockTimeout > 0 ? DeadlockTimeout : 1000;
+  req.deadlock_check_ms = check_ms > 0 ? check_ms : DeadlockTimeout > 0 ? DeadlockTimeout : 1000;
   session.Check(client.AcquireIntent(req, r), context, /*keep_on_cancel=*/true);
   if (r->outcome != ramp::IntentResult::Outcome::kHeld) return true;
   if (policy == LockWaitSkip) return false;
@@ -173,8 +175,12 @@ bool LockKey(const ramp::KeyspaceRef& ks, std::string_view key, ramp::IntentMode
   // Two different modes held together are exclusive (as at the server).
   const ramp::IntentMode want = held == x.key_intents.end() ? mode : ramp::IntentMode::kExclusive;
   ramp::IntentResult r;
+  // Asking for more than it holds (another table of a view, see immv/maintain.cpp), the
+  // transaction waits for holders that may be asking for more as well: such a deadlock is
+  // common, so it is looked for early rather than after deadlock_timeout.
+  constexpr int kUpgradeCheckMs = 20;
   AcquireFor(x, ks, key, want, LockWaitBlock, what, "waiting for " + what, "waiting for " + what,
-             &r);
+             &r, held == x.key_intents.end() ? 0 : kUpgradeCheckMs);
   x.key_intents[{ks.id, std::string(key)}] = want;
   *latest = r.latest;
   return true;
