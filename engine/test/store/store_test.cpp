@@ -38,6 +38,62 @@ TEST_F(RampStoreTest, PreparedVersionIsVisibleByTimestampOnlyUntilCommit) {
   EXPECT_EQ(r.flags, 0);
 }
 
+// KeyHash is a bijection on 8-byte keys (types.cpp: Mix, xor, add, Mix), so an 8-byte key
+// with any given hash can be built: here one that collides with a key of another length.
+uint64_t Mix(uint64_t x) {  // types.cpp's mixer
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return x;
+}
+uint64_t UndoXorShift(uint64_t y, int shift) {
+  uint64_t x = y;
+  for (int i = 0; i < 64 / shift + 1; ++i) x = y ^ (x >> shift);
+  return x;
+}
+uint64_t InverseOfOdd(uint64_t m) {  // m * result = 1 mod 2^64 (Newton)
+  uint64_t inv = m;
+  for (int i = 0; i < 6; ++i) inv *= 2 - m * inv;
+  return inv;
+}
+uint64_t UndoMix(uint64_t x) {
+  x = UndoXorShift(x, 31);
+  x *= InverseOfOdd(0x94D049BB133111EBull);
+  x = UndoXorShift(x, 27);
+  x *= InverseOfOdd(0xBF58476D1CE4E5B9ull);
+  return UndoXorShift(x, 30);
+}
+std::string EightByteKeyWithHash(uint64_t hash) {
+  constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+  const uint64_t word = UndoMix(UndoMix(hash) - kGolden) ^ Mix(8 * kGolden + kGolden);
+  std::string key(8, '\0');
+  for (int i = 0; i < 8; ++i) key[i] = static_cast<char>(word >> (8 * i));  // little-endian
+  return key;
+}
+
+// A partition of 8-byte keys finds a key by its hash alone (no read of the record to compare
+// keys); a key of another length ends that, also when its hash equals a row key's.
+TEST_F(RampStoreTest, KeysOfOtherLengthsWithTheHashOfAnEightByteKeyStayApart) {
+  const std::string other("\0immv-writers", 13);
+  const std::string row = EightByteKeyWithHash(KeyHash(other));
+  ASSERT_EQ(row.size(), 8u);
+  ASSERT_EQ(KeyHash(row), KeyHash(other)) << "KeyHash changed: update EightByteKeyWithHash";
+  // The other key first, then the row key (bucket 1), and the other way round (bucket 2).
+  Put(Ts(10), other, "other", Part(1));
+  Put(Ts(20), row, "row", Part(1));
+  Put(Ts(10), row, "row", Part(2));
+  Put(Ts(20), other, "other", Part(2));
+  for (uint32_t bucket : {1u, 2u}) {
+    const ReadResult r = Get(row, {}, 0, Part(bucket));
+    const ReadResult o = Get(other, {}, 0, Part(bucket));
+    EXPECT_EQ(r.value, "row") << "bucket " << bucket;
+    EXPECT_EQ(o.value, "other") << "bucket " << bucket;
+    EXPECT_NE(r.ts, o.ts) << "bucket " << bucket;
+  }
+}
+
 TEST_F(RampStoreTest, OverwrittenVersionStaysReadableByTimestamp) {
   Put(Ts(10), "x", "old");
   Put(Ts(20), "x", "new");

@@ -227,6 +227,10 @@ Partition::Counts Partition::counts() const {
 // ---- helpers (callers hold the lock exclusively unless noted) ---------------------------
 
 KeySlot* Partition::FindKey(uint64_t hash, std::string_view key) const {
+  // Hashes 0 and 1 are both stored as 1 (KeyIndex::Stored): those still compare.
+  if (only_8_byte_keys_ && key.size() == 8 && hash > 1) {
+    return index_.Find(hash, key, [key](const KeySlot&) { return key; });
+  }
   return index_.Find(hash, key, [this](const KeySlot& s) { return View(s.any_loc()).key; });
 }
 
@@ -332,6 +336,7 @@ Status Partition::AppendMark(record::RecordKind kind, const Timestamp& ts,
 KeySlot* Partition::AddPrepared(std::string_view key, uint64_t hash, bool grouped, KeySlot* slot,
                                 const Timestamp& ts, Loc loc) {
   if (slot == nullptr) {
+    if (key.size() != 8) only_8_byte_keys_ = false;
     slot = index_.Insert(hash);
     if (grouped) grouped_keys_.emplace(key);
   }
