@@ -19,6 +19,7 @@ char* token_file = nullptr;
 int buckets = 16;
 int scan_method = 0;
 bool rescan_cache = true;
+bool heap_parallel_workers = true;
 double row_fetch_cost = 2.5;
 bool row_locks = true;
 int address_cache_entries = 524288;
@@ -105,6 +106,14 @@ void Define() {
       "to work_mem, and replays them with the scan's snapshot instead of reading the table "
       "from the cluster again.",
       &rescan_cache, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomBoolVariable(
+      "ramp.heap_parallel_workers",
+      "Whether scans of ramp tables get the parallel workers heap would plan for their rows.",
+      "The planner gives a scan one more worker at every tripling of the table's pages; a ramp "
+      "table's pages are its bytes on the servers (about 1.45x heap's). On: the workers follow "
+      "the pages heap would need for the same rows (width from the statistics); costs keep the "
+      "servers' pages. A parallel_workers reloption wins.",
+      &heap_parallel_workers, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   DefineCustomRealVariable(
       "ramp.row_fetch_cost",
       "The planner's cost of fetching one row of a ramp table through an index.",

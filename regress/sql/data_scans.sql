@@ -361,6 +361,34 @@ SELECT round(((:c1 - :c0) / 400)::numeric, 1) AS cost_per_row_fetched;
 RESET enable_seqscan;
 RESET enable_bitmapscan;
 DROP TABLE fc_ramp;
+-- Parallel workers follow the rows, as heap's do: PostgreSQL adds a worker at every tripling
+-- of a table's pages, and a ramp table's pages are its bytes on the servers (several times
+-- heap's here). With ramp.heap_parallel_workers (on by default) a ramp table gets the workers
+-- heap plans for the same rows.
+CREATE TABLE pw_ramp (id int, g int, note text) USING ramp;
+CREATE TABLE pw_heap (LIKE pw_ramp);
+INSERT INTO pw_ramp SELECT i, i % 13, 'note ' || i FROM generate_series(1, 20000) i;
+INSERT INTO pw_heap SELECT * FROM pw_ramp;
+ANALYZE pw_ramp;
+ANALYZE pw_heap;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = '8kB';
+SET max_parallel_workers_per_gather = 8;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM pw_heap;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM pw_ramp;
+SET ramp.heap_parallel_workers = off;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM pw_ramp;
+RESET ramp.heap_parallel_workers;
+-- A parallel_workers reloption wins.
+ALTER TABLE pw_ramp SET (parallel_workers = 1);
+EXPLAIN (COSTS OFF) SELECT count(*) FROM pw_ramp;
+SELECT count(*), sum(g) FROM pw_ramp;
+RESET parallel_setup_cost;
+RESET parallel_tuple_cost;
+RESET min_parallel_table_scan_size;
+RESET max_parallel_workers_per_gather;
+DROP TABLE pw_ramp, pw_heap;
 DROP FUNCTION plan_cost(text);
 
 DROP TABLE scan_ramp, scan_heap, probe;
