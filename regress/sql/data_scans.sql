@@ -358,7 +358,26 @@ RESET ramp.row_fetch_cost;
 SELECT plan_cost('SELECT * FROM fc_ramp WHERE id <= 400') AS c1 \gset
 SHOW ramp.row_fetch_cost;
 SELECT round(((:c1 - :c0) / 400)::numeric, 1) AS cost_per_row_fetched;
+-- Every row the index condition selects is fetched, also those another condition drops
+-- (here 9 of 10): the cost counts the 400 fetched rows, not the 40 returned.
+SET ramp.row_fetch_cost = 0;
+SELECT plan_cost('SELECT * FROM fc_ramp WHERE id <= 400 AND v = 3') AS c2 \gset
+RESET ramp.row_fetch_cost;
+SELECT plan_cost('SELECT * FROM fc_ramp WHERE id <= 400 AND v = 3') AS c3 \gset
+SELECT round(((:c3 - :c2) / 400)::numeric, 1) AS cost_per_row_fetched_and_filtered;
 RESET enable_seqscan;
+RESET enable_bitmapscan;
+-- Sequential scans pay ramp.scan_row_cost per row they read (the client decodes and checks
+-- each), also those a condition drops; each participant of a parallel scan its share.
+SET enable_indexscan = off;
+SET enable_bitmapscan = off;
+SET ramp.scan_row_cost = 0;
+SELECT plan_cost('SELECT * FROM fc_ramp WHERE v = 3') AS s0 \gset
+RESET ramp.scan_row_cost;
+SELECT plan_cost('SELECT * FROM fc_ramp WHERE v = 3') AS s1 \gset
+SHOW ramp.scan_row_cost;
+SELECT round(((:s1 - :s0) / 2000)::numeric, 3) AS cost_per_row_scanned;
+RESET enable_indexscan;
 RESET enable_bitmapscan;
 DROP TABLE fc_ramp;
 -- Parallel workers follow the rows, as heap's do: PostgreSQL adds a worker at every tripling
