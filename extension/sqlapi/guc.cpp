@@ -19,7 +19,9 @@ char* token_file = nullptr;
 int buckets = 16;
 int scan_method = 0;
 bool rescan_cache = true;
+bool heap_parallel_workers = true;
 double row_fetch_cost = 2.5;
+double scan_row_cost = 0.03;
 bool row_locks = true;
 int address_cache_entries = 524288;
 int debug_commit_delay_us = 0;
@@ -105,12 +107,27 @@ void Define() {
       "to work_mem, and replays them with the scan's snapshot instead of reading the table "
       "from the cluster again.",
       &rescan_cache, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomBoolVariable(
+      "ramp.heap_parallel_workers",
+      "Whether scans of ramp tables get the parallel workers heap would plan for their rows.",
+      "The planner gives a scan one more worker at every tripling of the table's pages; a ramp "
+      "table's pages are its bytes on the servers (about 1.45x heap's). On: the workers follow "
+      "the pages heap would need for the same rows (width from the statistics); costs keep the "
+      "servers' pages. A parallel_workers reloption wins.",
+      &heap_parallel_workers, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   DefineCustomRealVariable(
       "ramp.row_fetch_cost",
       "The planner's cost of fetching one row of a ramp table through an index.",
       "Added per row to the cost of index scans of ramp tables (not ramp_hash's, whose "
       "estimate counts its reads), in units of seq_page_cost.",
       &row_fetch_cost, 2.5, 0, 1e6, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomRealVariable(
+      "ramp.scan_row_cost",
+      "The planner's cost of each row a sequential scan of a ramp table reads.",
+      "Added per row read (each participant's share of a parallel scan) to the cost of "
+      "sequential scans of ramp tables, in units of seq_page_cost: the client decodes and "
+      "checks every row, which costs more than cpu_tuple_cost says.",
+      &scan_row_cost, 0.03, 0, 1e6, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   DefineCustomEnumVariable("ramp.read_path", "How reads reach the servers (rpc, get+, get*).",
                            "rpc: request/response over sockets; get+: requests through message "
                            "rings; get*: one-sided reads with an address cache.",

@@ -17,6 +17,10 @@ extern bool rescan_cache;          // ramp.rescan_cache: rescans replay an earli
 extern double row_fetch_cost;      // ramp.row_fetch_cost: planner cost of a row fetched by TID
 extern int address_cache_entries;  // ramp.address_cache_entries: shared GET* cache size
 extern bool row_locks;             // ramp.row_locks: UPDATE/DELETE/FOR UPDATE take write intents
+// ramp.heap_parallel_workers: ramp scans get the parallel workers heap would plan
+extern bool heap_parallel_workers;
+// ramp.scan_row_cost: planner cost of each row a sequential scan of a ramp table reads
+extern double scan_row_cost;
 // Fault injection for tests (superuser, hidden): the client's debug_commit_delay_us, and
 // ramp_hash lookups without their consistency check (the atomicity test proves with it
 // that it catches fractured reads).

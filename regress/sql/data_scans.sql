@@ -224,6 +224,52 @@ SELECT r.attname, abs(r.avg_width - h.avg_width) <= 0.05 * h.avg_width AS close_
        (r.n_distinct < 0) = (h.n_distinct < 0) AS same_kind_of_n_distinct
   FROM pg_stats r JOIN pg_stats h ON h.attname = r.attname AND h.tablename = 'big_heap'
  WHERE r.tablename = 'big_ramp' AND r.attname IN ('id', 'payload') ORDER BY 1;
+-- A nested loop rescans its inner bitmap heap scan once per outer row: each pass reads the
+-- blocks of its own key. Rescans of bitmap scans are not replayed (the rescan cache is for
+-- sequential scans): filling it read the rest of the table, here all of big_ramp. With
+-- row-id probes (not pages) every read of the table counts in the servers' operations.
+CREATE INDEX big_ramp_id ON big_ramp (id);
+CREATE INDEX big_heap_id ON big_heap (id);
+SET max_parallel_workers_per_gather = 0;
+SET enable_seqscan = off;
+SET enable_indexscan = off;
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
+SET enable_material = off;
+SET enable_memoize = off;
+SET ramp.scan_method = probe;
+SET work_mem = '64MB';
+EXPLAIN (COSTS OFF)
+  SELECT count(*), sum(b.g) FROM generate_series(1, 40) o(x) JOIN big_ramp b ON b.id = o.x * 97;
+SELECT sum(ops) AS bops0 FROM ramp.cluster_status() \gset
+SELECT count(*) FROM big_ramp;
+SELECT sum(ops) AS bops1 FROM ramp.cluster_status() \gset
+SELECT count(*), sum(b.g) FROM generate_series(1, 40) o(x) JOIN big_ramp b ON b.id = o.x * 97;
+SELECT sum(ops) AS bops2 FROM ramp.cluster_status() \gset
+SELECT (:bops2 - :bops1) < (:bops1 - :bops0) / 4 AS far_fewer_operations_than_one_table_scan;
+SELECT count(*), sum(b.g) FROM generate_series(1, 40) o(x) JOIN big_heap b ON b.id = o.x * 97;
+-- The same rescans with the transaction's own writes: deleted and updated rows, a new row.
+BEGIN;
+DELETE FROM big_ramp WHERE id IN (97, 194);
+UPDATE big_ramp SET g = g + 1000 WHERE id IN (291, 388);
+INSERT INTO big_ramp VALUES (485, -5, 'own');
+SELECT count(*), sum(b.g) FROM generate_series(1, 40) o(x) JOIN big_ramp b ON b.id = o.x * 97;
+ROLLBACK;
+BEGIN;
+DELETE FROM big_heap WHERE id IN (97, 194);
+UPDATE big_heap SET g = g + 1000 WHERE id IN (291, 388);
+INSERT INTO big_heap VALUES (485, -5, 'own');
+SELECT count(*), sum(b.g) FROM generate_series(1, 40) o(x) JOIN big_heap b ON b.id = o.x * 97;
+ROLLBACK;
+RESET max_parallel_workers_per_gather;
+RESET enable_seqscan;
+RESET enable_indexscan;
+RESET enable_hashjoin;
+RESET enable_mergejoin;
+RESET enable_material;
+RESET enable_memoize;
+RESET ramp.scan_method;
+RESET work_mem;
 DROP TABLE big_ramp, big_heap;
 
 -- Rescans replay the rows of an earlier pass (tableam/rescan_cache.hpp): a subplan or the
@@ -312,12 +358,60 @@ RESET ramp.row_fetch_cost;
 SELECT plan_cost('SELECT * FROM fc_ramp WHERE id <= 400') AS c1 \gset
 SHOW ramp.row_fetch_cost;
 SELECT round(((:c1 - :c0) / 400)::numeric, 1) AS cost_per_row_fetched;
+-- Every row the index condition selects is fetched, also those another condition drops
+-- (here 9 of 10): the cost counts the 400 fetched rows, not the 40 returned.
+SET ramp.row_fetch_cost = 0;
+SELECT plan_cost('SELECT * FROM fc_ramp WHERE id <= 400 AND v = 3') AS c2 \gset
+RESET ramp.row_fetch_cost;
+SELECT plan_cost('SELECT * FROM fc_ramp WHERE id <= 400 AND v = 3') AS c3 \gset
+SELECT round(((:c3 - :c2) / 400)::numeric, 1) AS cost_per_row_fetched_and_filtered;
 RESET enable_seqscan;
 RESET enable_bitmapscan;
+-- Sequential scans pay ramp.scan_row_cost per row they read (the client decodes and checks
+-- each), also those a condition drops; each participant of a parallel scan its share.
+SET enable_indexscan = off;
+SET enable_bitmapscan = off;
+SET ramp.scan_row_cost = 0;
+SELECT plan_cost('SELECT * FROM fc_ramp WHERE v = 3') AS s0 \gset
+RESET ramp.scan_row_cost;
+SELECT plan_cost('SELECT * FROM fc_ramp WHERE v = 3') AS s1 \gset
+SHOW ramp.scan_row_cost;
+SELECT round(((:s1 - :s0) / 2000)::numeric, 3) AS cost_per_row_scanned;
+RESET enable_indexscan;
+RESET enable_bitmapscan;
 DROP TABLE fc_ramp;
+-- Parallel workers follow the rows, as heap's do: PostgreSQL adds a worker at every tripling
+-- of a table's pages, and a ramp table's pages are its bytes on the servers (several times
+-- heap's here). With ramp.heap_parallel_workers (on by default) a ramp table gets the workers
+-- heap plans for the same rows.
+CREATE TABLE pw_ramp (id int, g int, note text) USING ramp;
+CREATE TABLE pw_heap (LIKE pw_ramp);
+INSERT INTO pw_ramp SELECT i, i % 13, 'note ' || i FROM generate_series(1, 20000) i;
+INSERT INTO pw_heap SELECT * FROM pw_ramp;
+ANALYZE pw_ramp;
+ANALYZE pw_heap;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = '8kB';
+SET max_parallel_workers_per_gather = 8;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM pw_heap;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM pw_ramp;
+SET ramp.heap_parallel_workers = off;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM pw_ramp;
+RESET ramp.heap_parallel_workers;
+-- A parallel_workers reloption wins.
+ALTER TABLE pw_ramp SET (parallel_workers = 1);
+EXPLAIN (COSTS OFF) SELECT count(*) FROM pw_ramp;
+SELECT count(*), sum(g) FROM pw_ramp;
+RESET parallel_setup_cost;
+RESET parallel_tuple_cost;
+RESET min_parallel_table_scan_size;
+RESET max_parallel_workers_per_gather;
+DROP TABLE pw_ramp, pw_heap;
 DROP FUNCTION plan_cost(text);
 
 DROP TABLE scan_ramp, scan_heap, probe;
 DROP FUNCTION estimated_rows(text);
 DROP FUNCTION twin_diff(text, text, text);
 DROP EXTENSION pg_ramp;
+
