@@ -27,7 +27,11 @@ bool SameAddress(const OneSidedAddress& a, const OneSidedAddress& b) {
 class LocalAddressCache final : public AddressCache {
  public:
   bool Lookup(KeyspaceId keyspace, std::string_view key, OneSidedAddress* out) override {
-    auto it = map_.find(LocalKey(keyspace, key));
+    // The map's key is built in a reused buffer: a lookup allocates nothing (GET*'s path).
+    scratch_.resize(8 + key.size());
+    std::memcpy(scratch_.data(), &keyspace, 8);
+    std::memcpy(scratch_.data() + 8, key.data(), key.size());
+    auto it = map_.find(scratch_);
     if (it == map_.end()) return false;
     *out = it->second;
     return true;
@@ -50,6 +54,7 @@ class LocalAddressCache final : public AddressCache {
 
  private:
   std::unordered_map<std::string, OneSidedAddress> map_;
+  std::string scratch_;
   AddressCacheStats stats_;
 };
 

@@ -220,6 +220,7 @@ void Client::Impl::ReportLoad() {
   std::map<uint32_t, protocol::LoadReport> by_owner;
   for (const auto& [p, n] : one_sided_load) by_owner[OwnerOf(p)].reads.emplace_back(p, n);
   one_sided_load.clear();
+  last_load = nullptr;
   one_sided_unreported = 0;
   std::vector<uint64_t> ids;
   std::string body;
