@@ -14,6 +14,7 @@
 
 #include "client/cluster_view.h"
 #include "client/node_channel.h"
+#include "common/record.h"
 #include "protocol/messages.h"
 #include "ramp/client.h"
 #include "ramp/hlc.h"
@@ -92,6 +93,8 @@ struct Client::Impl final : ChannelContext, ClusterView {
   static constexpr uint64_t kLoadReportEvery = 1000;
   // RampReadOneSided's record buffer (reused) and the completion of its read in flight.
   std::string one_sided_buffer;
+  OneSidedAddress one_sided_address;
+  record::RecordView one_sided_view;
   uint64_t one_sided_seq = 0;
   bool one_sided_done = false;
   Status one_sided_status;

@@ -446,7 +446,9 @@ Status RampReadOneSided(Client::Impl& c, KeyspaceId keyspace, std::string_view k
   const PartitionId part = c.PartitionOf(keyspace, key);
   const auto pl = c.placements.find(part);
   if (pl == c.placements.end()) return Status::OK();
-  OneSidedAddress a;
+  // The address and the record's view are the client's, reused: a fresh one would be
+  // zeroed first (a rep stos the compiler emits, dearer than the rest of the lookup).
+  OneSidedAddress& a = c.one_sided_address;
   if (!c.addresses->Lookup(keyspace, key, &a)) return Status::OK();
   // Only the plain case: an address of another placement or server instance (which RampRead
   // drops), or a channel to open, is left to RampRead.
@@ -476,7 +478,7 @@ Status RampReadOneSided(Client::Impl& c, KeyspaceId keyspace, std::string_view k
   c.stats.one_sided_reads++;
   const uint32_t node = a.node;
   RAMP_RETURN_IF_ERROR(c.WaitOneSided(std::span<const uint32_t>(&node, 1)));
-  record::RecordView v;
+  record::RecordView& v = c.one_sided_view;
   if (!c.one_sided_done || !c.one_sided_status.ok() ||
       !CheckOneSided(buf, part, key, a.record_epoch, c.options.debug_trust_one_sided, &v)) {
     // Invalid bit, reused memory, or a failed read: the address is stale (RampRead's GET+
