@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <vector>
 
 namespace ramp {
 namespace {
@@ -70,6 +71,49 @@ TEST(LocalAddressCache, StoreLookupEraseOnlyTheStaleOne) {
   EXPECT_TRUE(c->Lookup(1, "k", &out));
   c->Erase(1, "k", AddressFor(10));
   EXPECT_FALSE(c->Lookup(1, "k", &out));
+}
+
+// The private table grows and erases by shifting probe runs back: after thousands of keys
+// stored, half of them erased (in an order unrelated to where they sit) and some stored
+// again, every key left is found with its own address and no erased one is.
+TEST(LocalAddressCache, ManyKeysGrowEraseAndStoreAgain) {
+  auto c = NewLocalAddressCache();
+  constexpr uint64_t kKeys = 5000;
+  auto key = [](uint64_t i) { return "key-" + std::to_string(i); };
+  for (uint64_t i = 0; i < kKeys; i++) c->Store(1 + i % 2, key(i), AddressFor(i));
+  OneSidedAddress out;
+  for (uint64_t i = 0; i < kKeys; i++) {
+    ASSERT_TRUE(c->Lookup(1 + i % 2, key(i), &out)) << i;
+    ASSERT_EQ(out.offset, AddressFor(i).offset) << i;
+    ASSERT_FALSE(c->Lookup(2 - i % 2, key(i), &out)) << "keyspaces are apart: " << i;
+  }
+  std::vector<bool> erased(kKeys, false);
+  for (uint64_t n = 0; n < kKeys; n++) {
+    const uint64_t i =
+        (n * 7919) % kKeys;  // a permutation (7919 is prime, kKeys is not a multiple)
+    if (i % 3 == 0) {
+      c->Erase(1 + i % 2, key(i), AddressFor(i + 1));  // not its address: stays
+    } else if (i % 2 == 0 || i % 5 == 0) {
+      c->Erase(1 + i % 2, key(i), AddressFor(i));
+      erased[i] = true;
+    }
+  }
+  for (uint64_t i = 0; i < kKeys; i++) {
+    ASSERT_EQ(c->Lookup(1 + i % 2, key(i), &out), !erased[i]) << i;
+    if (!erased[i]) {
+      ASSERT_EQ(out.offset, AddressFor(i).offset) << i;
+    }
+  }
+  for (uint64_t i = 0; i < kKeys; i += 4) {
+    c->Store(1 + i % 2, key(i), AddressFor(i + kKeys));
+    erased[i] = false;
+  }
+  for (uint64_t i = 0; i < kKeys; i++) {
+    ASSERT_EQ(c->Lookup(1 + i % 2, key(i), &out), !erased[i]) << i;
+    if (!erased[i]) {
+      ASSERT_EQ(out.offset, AddressFor(i % 4 == 0 ? i + kKeys : i).offset) << i;
+    }
+  }
 }
 
 TEST(SharedAddressCache, RefusesBadMemory) {

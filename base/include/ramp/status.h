@@ -31,7 +31,10 @@ class Status {
     kInternal,          // a bug: an invariant did not hold
   };
 
-  Status() = default;
+  // User-provided (not `= default`): `Status()` and Status::OK() then only set the code and
+  // an empty message. With a defaulted constructor value-initialization zeroes all 40 bytes
+  // first, which GCC emits as a rep stos, the dearest part of returning OK on a hot path.
+  Status() noexcept {}
   Status(Code code, std::string_view message) : code_(code), message_(message) {}
 
   static Status OK() { return Status(); }

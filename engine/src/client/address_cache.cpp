@@ -6,17 +6,11 @@
 #include <cstring>
 #include <new>
 #include <string>
-#include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace ramp {
 namespace {
-
-std::string LocalKey(KeyspaceId keyspace, std::string_view key) {
-  std::string k(8 + key.size(), '\0');
-  std::memcpy(k.data(), &keyspace, 8);
-  std::memcpy(k.data() + 8, key.data(), key.size());
-  return k;
-}
 
 bool SameAddress(const OneSidedAddress& a, const OneSidedAddress& b) {
   return a.node == b.node && a.length == b.length && a.instance == b.instance &&
@@ -24,22 +18,58 @@ bool SameAddress(const OneSidedAddress& a, const OneSidedAddress& b) {
          a.record_epoch == b.record_epoch;
 }
 
+// A private cache: an open-addressing table (linear probing, a power-of-two number of slots,
+// at most half full; erasing shifts the probe run back instead of leaving tombstones). A
+// lookup, on GET*'s path, is one hash of the key (KeyHash, a word at a time) and mostly one
+// slot: no allocation and no division (std::unordered_map's prime bucket count costs one).
 class LocalAddressCache final : public AddressCache {
  public:
   bool Lookup(KeyspaceId keyspace, std::string_view key, OneSidedAddress* out) override {
-    auto it = map_.find(LocalKey(keyspace, key));
-    if (it == map_.end()) return false;
-    *out = it->second;
+    const size_t i = Find(keyspace, key, Hash(keyspace, key));
+    if (i == kNone) return false;
+    *out = slots_[i].address;
     return true;
   }
+
   void Store(KeyspaceId keyspace, std::string_view key, const OneSidedAddress& a) override {
-    map_[LocalKey(keyspace, key)] = a;
     stats_.stores++;
+    if ((count_ + 1) * 2 > slots_.size()) Grow();
+    const uint64_t h = Hash(keyspace, key);
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (s.hash == 0) {
+        s.hash = h;
+        s.keyspace = keyspace;
+        s.key.assign(key);
+        s.address = a;
+        count_++;
+        return;
+      }
+      if (s.hash == h && s.keyspace == keyspace && s.key == key) {
+        s.address = a;
+        return;
+      }
+    }
   }
+
   void Erase(KeyspaceId keyspace, std::string_view key, const OneSidedAddress& seen) override {
-    auto it = map_.find(LocalKey(keyspace, key));
-    if (it != map_.end() && SameAddress(it->second, seen)) map_.erase(it);
+    const size_t i = Find(keyspace, key, Hash(keyspace, key));
+    if (i == kNone || !SameAddress(slots_[i].address, seen)) return;
+    // Backward shift: every later entry of the probe run whose home slot is not between the
+    // hole and itself moves into the hole, so that no lookup stops short at an empty slot.
+    size_t hole = i;
+    for (size_t j = (i + 1) & mask_; slots_[j].hash != 0; j = (j + 1) & mask_) {
+      const size_t home = slots_[j].hash & mask_;
+      if (((j - home) & mask_) >= ((j - hole) & mask_)) {
+        std::swap(slots_[hole], slots_[j]);
+        hole = j;
+      }
+    }
+    slots_[hole].hash = 0;
+    slots_[hole].key.clear();
+    count_--;
   }
+
   void Count(uint64_t lookups, uint64_t found, uint64_t hits, uint64_t fallbacks) override {
     stats_.lookups += lookups;
     stats_.found += found;
@@ -49,7 +79,46 @@ class LocalAddressCache final : public AddressCache {
   AddressCacheStats Stats() const override { return stats_; }
 
  private:
-  std::unordered_map<std::string, OneSidedAddress> map_;
+  static constexpr size_t kNone = ~size_t{0};
+  struct Slot {
+    uint64_t hash = 0;  // of (keyspace, key), never 0; 0: the slot is empty
+    KeyspaceId keyspace = 0;
+    std::string key;
+    OneSidedAddress address;
+  };
+
+  static uint64_t Hash(KeyspaceId keyspace, std::string_view key) {
+    uint64_t h = KeyHash(key) ^ (keyspace * 0x9e3779b97f4a7c15ull);
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    return h | 1;
+  }
+
+  size_t Find(KeyspaceId keyspace, std::string_view key, uint64_t h) const {
+    if (count_ == 0) return kNone;
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.hash == 0) return kNone;
+      if (s.hash == h && s.keyspace == keyspace && s.key == key) return i;
+    }
+  }
+
+  void Grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_ = std::vector<Slot>(old.empty() ? 16 : old.size() * 2);
+    mask_ = slots_.size() - 1;
+    for (Slot& o : old) {
+      if (o.hash == 0) continue;
+      size_t i = o.hash & mask_;
+      while (slots_[i].hash != 0) i = (i + 1) & mask_;
+      slots_[i] = std::move(o);
+    }
+  }
+
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+  size_t count_ = 0;
   AddressCacheStats stats_;
 };
 

@@ -185,14 +185,25 @@ Status Client::Impl::LearnNodes(uint32_t node) {
 
 // ---- routing -----------------------------------------------------------------------------
 
+namespace {
+// ramp::BucketOf, without a division when the count is a power of two (the default, 16):
+// the remainder is then the low bits.
+uint32_t BucketIn(std::string_view key, uint32_t buckets) {
+  const uint64_t h = KeyHash(key);
+  if (buckets != 0 && (buckets & (buckets - 1)) == 0)
+    return static_cast<uint32_t>(h & (buckets - 1));
+  return static_cast<uint32_t>(h % buckets);
+}
+}  // namespace
+
 uint32_t Client::Impl::BucketOf(KeyspaceId keyspace, std::string_view key) const {
   KeyspaceDef def{default_buckets, false};
   if (auto it = keyspaces.find(keyspace); it != keyspaces.end()) def = it->second;
   if (def.grouped) {
     std::string_view group, suffix;
-    if (DecodeGroupKey(key, &group, &suffix)) return ramp::BucketOf(group, def.buckets);
+    if (DecodeGroupKey(key, &group, &suffix)) return BucketIn(group, def.buckets);
   }
-  return ramp::BucketOf(key, def.buckets);
+  return BucketIn(key, def.buckets);
 }
 
 uint32_t Client::Impl::OwnerOf(const PartitionId& p) const {
@@ -220,6 +231,7 @@ void Client::Impl::ReportLoad() {
   std::map<uint32_t, protocol::LoadReport> by_owner;
   for (const auto& [p, n] : one_sided_load) by_owner[OwnerOf(p)].reads.emplace_back(p, n);
   one_sided_load.clear();
+  last_load = nullptr;
   one_sided_unreported = 0;
   std::vector<uint64_t> ids;
   std::string body;

@@ -230,6 +230,19 @@ Status Client::Impl::WaitLoop(std::span<const uint64_t> ids) {
 }
 
 Status Client::Impl::WaitOneSided(std::span<const uint32_t> which) {
+  // The completions first: a read the provider finished when it was posted (shm copies at
+  // once) is over once its callback ran, without a look at the message rings (Begin's
+  // TakePushes and every request's wait read those) or at the clock.
+  bool pending = false;
+  for (uint32_t n : which) {
+    transport::Connection* conn =
+        nodes[n].channels[static_cast<int>(Effective(n, ChannelKind::kFast))].conn();
+    if (conn == nullptr || conn->outstanding() == 0) continue;
+    transport::Completion completions[16];
+    (void)conn->Poll(completions, 16);  // callbacks run inside; none asks for a wr_id
+    if (conn->outstanding() != 0 || conn->closed()) pending = true;
+  }
+  if (!pending) return Status::OK();
   Waiter waiter(*this, &doorbells);
   for (;;) {
     bool busy = false;
@@ -238,8 +251,11 @@ Status Client::Impl::WaitOneSided(std::span<const uint32_t> which) {
       const ChannelKind kind = Effective(n, ChannelKind::kFast);
       const transport::Connection* conn = nodes[n].channels[static_cast<int>(kind)].conn();
       if (conn == nullptr || conn->outstanding() == 0) continue;
-      busy = true;
       RAMP_RETURN_IF_ERROR(Progress(n, kind, &did));
+      // Still waiting only if something is left after this round (a read whose callback ran
+      // in it is over: no idle round, no clock read for it).
+      const transport::Connection* after = nodes[n].channels[static_cast<int>(kind)].conn();
+      if (after != nullptr && after->outstanding() != 0) busy = true;
     }
     if (!busy) return Status::OK();
     RAMP_RETURN_IF_ERROR(waiter.Next(did, [&] {

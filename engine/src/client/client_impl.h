@@ -14,6 +14,7 @@
 
 #include "client/cluster_view.h"
 #include "client/node_channel.h"
+#include "common/record.h"
 #include "protocol/messages.h"
 #include "ramp/client.h"
 #include "ramp/hlc.h"
@@ -28,6 +29,11 @@ namespace ramp {
 struct ScanSpares;
 struct ScanSparesDeleter {
   void operator()(ScanSpares* spares) const;
+};
+// The state of the last Transaction that ended, kept for the next Begin (transaction.cpp):
+// a read-only transaction then allocates only its small Transaction object.
+struct TransactionStateDeleter {
+  void operator()(Transaction::State* state) const;
 };
 
 // Which connection of a node a request uses: rpc always goes over tcp (the socket
@@ -80,13 +86,25 @@ struct Client::Impl final : ChannelContext, ClusterView {
   // see them; ReportLoad sends them, every kLoadReportEvery reads).
   std::unordered_map<PartitionId, uint64_t, PartitionIdHash> one_sided_load;
   uint64_t one_sided_unreported = 0;
+  // The counter in one_sided_load of the partition RampReadOneSided counted last (map nodes
+  // stay put; ReportLoad, which empties the map, resets it).
+  PartitionId last_load_part;
+  uint64_t* last_load = nullptr;
   static constexpr uint64_t kLoadReportEvery = 1000;
+  // RampReadOneSided's record buffer (reused) and the completion of its read in flight.
+  std::string one_sided_buffer;
+  OneSidedAddress one_sided_address;
+  record::RecordView one_sided_view;
+  uint64_t one_sided_seq = 0;
+  bool one_sided_done = false;
+  Status one_sided_status;
   uint64_t next_request = 1;
   uint64_t next_txn = 1;
   // Write intents: the nodes each intent owner asked (client/intents.cpp), and the owner
   // whose intents go out right behind the COMMITs of the write in progress (Client::Write).
   std::unordered_map<uint64_t, std::vector<uint32_t>> intent_nodes;
   uint64_t release_intents_with_commit = 0;
+  std::unique_ptr<Transaction::State, TransactionStateDeleter> spare_transaction_state;
   ClientStats stats;
   DoorbellSet doorbells;  // every channel's connection (~Impl closes the channels first)
   // Kept between scans (scanner.cpp); released first in ~Impl (the reader uses the memory

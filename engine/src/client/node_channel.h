@@ -101,8 +101,11 @@ class Waiter {
  public:
   // hook: whether the context's wait hook runs during this wait (not while draining after
   // a cancel, say).
+  // The deadline is taken at the first round that made no progress, not here: a wait that
+  // is over at once (a one-sided read the shm provider completed when it was posted) reads
+  // no clock. It is later by the busy rounds before that, microseconds.
   Waiter(const ChannelContext& context, DoorbellSet* doorbells, bool hook = true)
-      : deadline_(context.Deadline()),
+      : context_(&context),
         hook_(hook && context.options.wait_hook ? &context.options.wait_hook : nullptr),
         doorbells_(doorbells) {}
 
@@ -117,6 +120,10 @@ class Waiter {
       return Status::OK();
     }
     const auto now = std::chrono::steady_clock::now();
+    if (!have_deadline_) {
+      deadline_ = context_->Deadline();
+      have_deadline_ = true;
+    }
     if (now >= deadline_) return Status::Timeout(timeout_message());
     if (++idle_ >= WaitPolicy::kSpinRounds) {
       idle_ = 0;
@@ -130,11 +137,13 @@ class Waiter {
     return Status::OK();
   }
 
-  bool expired() const { return std::chrono::steady_clock::now() >= deadline_; }
+  bool expired() const { return have_deadline_ && std::chrono::steady_clock::now() >= deadline_; }
 
  private:
   Status RunHook() const { return hook_ != nullptr ? (*hook_)() : Status::OK(); }
 
+  const ChannelContext* context_;
+  bool have_deadline_ = false;
   std::chrono::steady_clock::time_point deadline_;
   const std::function<Status()>* hook_;
   DoorbellSet* doorbells_;

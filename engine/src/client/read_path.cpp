@@ -39,29 +39,27 @@ void Accept(ReadSlot& s, const protocol::GetResult& r) {
 // Checks a record copied one-sided: it must be the committed version of exactly this key,
 // in the copy of the partition the address was learnt from (its epoch): a stale address may
 // point at reused memory, or at the copy a migration left behind, whose records lost the
-// valid bit when it stopped serving.
+// valid bit when it stopped serving. *v views into `record`.
+bool CheckOneSided(std::string_view record, const PartitionId& part, std::string_view key,
+                   uint32_t record_epoch, bool trust, record::RecordView* v) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(record.data());
+  if (trust) {
+    // Debug (ClientOptions::debug_trust_one_sided): whatever is there.
+    if (record.size() < record::kRecordHeaderBytes) return false;
+    *v = record::PeekRecord(bytes);
+    return v->total_len <= record.size() && v->total_len >= record::kRecordHeaderBytes &&
+           record::kRecordHeaderBytes + v->key.size() + v->value.size() + v->metadata.size() <=
+               record.size();
+  }
+  return record::DecodeRecord(bytes, record.size(), v).ok() && v->kind == record::kKindVersion &&
+         v->valid() && v->keyspace == part.keyspace && v->bucket == part.bucket && v->key == key &&
+         v->epoch == record_epoch;
+}
+
 bool AcceptOneSided(ReadSlot& s, const Timestamp& snapshot, bool trust) {
   if (!s.one_sided_status.ok()) return false;
   record::RecordView v;
-  if (trust) {
-    // Debug (ClientOptions::debug_trust_one_sided): whatever is there.
-    v = record::PeekRecord(reinterpret_cast<const uint8_t*>(s.record.data()));
-    if (v.total_len > s.record.size() || v.total_len < record::kRecordHeaderBytes ||
-        record::kRecordHeaderBytes + v.key.size() + v.value.size() + v.metadata.size() >
-            s.record.size()) {
-      return false;
-    }
-  } else {
-    if (!record::DecodeRecord(reinterpret_cast<const uint8_t*>(s.record.data()), s.record.size(),
-                              &v)
-             .ok()) {
-      return false;
-    }
-    if (v.kind != record::kKindVersion || !v.valid() || v.keyspace != s.part.keyspace ||
-        v.bucket != s.part.bucket || v.key != s.key || v.epoch != s.record_epoch) {
-      return false;
-    }
-  }
+  if (!CheckOneSided(s.record, s.part, s.key, s.record_epoch, trust, &v)) return false;
   // A snapshot read wants the newest version at or before the snapshot: a newer current
   // version sends the key to the request path (kGetSnapshot).
   if (!snapshot.zero() && v.ts > snapshot) return false;
@@ -441,6 +439,74 @@ Status RoundTwo(Client::Impl& c, std::vector<ReadSlot>& slots) {
 }
 
 }  // namespace
+
+Status RampReadOneSided(Client::Impl& c, KeyspaceId keyspace, std::string_view key,
+                        OneSidedRead* out, bool* taken) {
+  *taken = false;
+  const PartitionId part = c.PartitionOf(keyspace, key);
+  const auto pl = c.placements.find(part);
+  if (pl == c.placements.end()) return Status::OK();
+  // The address and the record's view are the client's, reused: a fresh one would be
+  // zeroed first (a rep stos the compiler emits, dearer than the rest of the lookup).
+  OneSidedAddress& a = c.one_sided_address;
+  if (!c.addresses->Lookup(keyspace, key, &a)) return Status::OK();
+  // Only the plain case: an address of another placement or server instance (which RampRead
+  // drops), or a channel to open, is left to RampRead.
+  if (a.node != pl->second.owner || a.placement_epoch != pl->second.epoch ||
+      a.node >= c.nodes.size()) {
+    return Status::OK();
+  }
+  NodeChannel& ch =
+      c.nodes[a.node].channels[static_cast<int>(c.Effective(a.node, ChannelKind::kFast))];
+  if (!ch.is_open() || ch.hello().instance != a.instance) return Status::OK();
+  std::string& buf = c.one_sided_buffer;
+  buf.resize(a.length);
+  // A completion that comes after this read gave up (a timeout) must not touch a later one.
+  const uint64_t seq = ++c.one_sided_seq;
+  c.one_sided_done = false;
+  Client::Impl* cp = &c;
+  if (!ch.conn()
+           ->PostRead(buf.data(), ch.hello().arena, a.offset, a.length,
+                      [cp, seq](const Status& done) {
+                        if (cp->one_sided_seq != seq) return;
+                        cp->one_sided_done = true;
+                        cp->one_sided_status = done;
+                      })
+           .ok()) {
+    return Status::OK();  // Busy or a closed connection: RampRead's GET+ handles it
+  }
+  c.stats.one_sided_reads++;
+  const uint32_t node = a.node;
+  RAMP_RETURN_IF_ERROR(c.WaitOneSided(std::span<const uint32_t>(&node, 1)));
+  record::RecordView& v = c.one_sided_view;
+  if (!c.one_sided_done || !c.one_sided_status.ok() ||
+      !CheckOneSided(buf, part, key, a.record_epoch, c.options.debug_trust_one_sided, &v)) {
+    // Invalid bit, reused memory, or a failed read: the address is stale (RampRead's GET+
+    // returns the current one).
+    c.stats.one_sided_fallbacks++;
+    c.addresses->Count(1, 1, 0, 1);
+    c.addresses->Erase(keyspace, key, a);
+    return Status::OK();
+  }
+  *taken = true;
+  c.stats.reads++;
+  c.stats.one_sided_hits++;
+  c.addresses->Count(1, 1, 1, 0);
+  // As TakeOneSided: the version's timestamp is what this client's clock must pass.
+  c.clock.Observe(v.ts.time);
+  if (c.last_load == nullptr || !(c.last_load_part == part)) {
+    c.last_load = &c.one_sided_load[part];
+    c.last_load_part = part;
+  }
+  ++*c.last_load;
+  out->ts = v.ts;
+  out->tombstone = v.tombstone();
+  out->value = v.value;
+  out->metadata = v.metadata;
+  // The report goes by request (no one-sided read): the views above stay valid.
+  if (++c.one_sided_unreported >= Client::Impl::kLoadReportEvery) c.ReportLoad();
+  return Status::OK();
+}
 
 Status RampRead(Client::Impl& c, std::vector<ReadSlot>& slots, const Timestamp& snapshot) {
   c.stats.reads++;

@@ -8,13 +8,33 @@
 
 namespace ramp {
 
-Transaction::Transaction(Client* client) : client_(client), state_(std::make_unique<State>()) {
-  state_->locks.txn_number = client->impl()->next_txn++;
+void TransactionStateDeleter::operator()(Transaction::State* state) const {
+  delete state;
+}
+
+Transaction::Transaction(Client* client) : client_(client) {
+  Client::Impl& c = *client->impl();
+  if (c.spare_transaction_state != nullptr) {
+    // The last transaction's state (emptied when it ended), as new.
+    state_.reset(c.spare_transaction_state.release());
+    state_->locks.locked_nodes.clear();
+    state_->finished = false;
+    state_->return_metadata = false;
+    state_->read_snapshot = Timestamp();
+  } else {
+    state_ = std::make_unique<State>();
+  }
+  state_->locks.txn_number = c.next_txn++;
   state_->writes.set_limits(client->write_limits());
 }
 
 Transaction::~Transaction() {
   if (!state_->finished) Abort();
+  Client::Impl& c = *client_->impl();
+  if (c.spare_transaction_state == nullptr) {
+    // Commit and Abort emptied its write batch: nothing of it reaches the next transaction.
+    c.spare_transaction_state.reset(state_.release());
+  }
 }
 
 std::unique_ptr<Transaction> Client::Begin() {
@@ -102,8 +122,29 @@ Timestamp Transaction::SnapshotNow() const {
 
 Status Transaction::Get(KeyspaceId keyspace, std::string_view key, ReadResult* out) {
   if (state_->finished) return Status::InvalidArgument("transaction already finished");
+  Client::Impl& c = *client_->impl();
+  // The result's strings keep their capacity (a caller reading in a loop reuses them).
+  out->found = false;
+  out->ts = Timestamp();
+  out->value.clear();
+  out->metadata.clear();
+  // GET* of a key this transaction did not write, at the latest version: one one-sided
+  // read when its placement and address are cached (RampReadOneSided), else the general path.
+  if (c.options.read_path == ReadPath::kGetStar && c.options.protocol != Protocol::kS2pl &&
+      state_->read_snapshot.zero() && key.size() <= c.options.max_key_bytes &&
+      state_->writes.FindKey(keyspace, key) == nullptr) {
+    OneSidedRead r;
+    bool taken = false;
+    RAMP_RETURN_IF_ERROR(RampReadOneSided(c, keyspace, key, &r, &taken));
+    if (taken) {
+      out->ts = r.ts;
+      out->found = !r.tombstone && !r.ts.zero();
+      if (out->found) out->value.assign(r.value);
+      if (state_->return_metadata) out->metadata.assign(r.metadata);
+      return Status::OK();
+    }
+  }
   const ReadItem item{keyspace, key, Timestamp()};
-  *out = ReadResult();
   return GetInto(std::span<const ReadItem>(&item, 1), out);
 }
 

@@ -74,6 +74,22 @@ Status S2plRead(Client::Impl& c, S2plLocks& t, std::vector<ReadSlot>& slots);
 Status S2plCommit(Client::Impl& c, S2plLocks& t, std::span<const WriteItem> writes);
 void S2plRelease(Client::Impl& c, S2plLocks& t);
 
+// GET* of one key at its cached placement and address, without the bookkeeping of a batch
+// read (slots, the retry loop, round 2, which one key with no required version never needs):
+// the common case of Transaction::Get. *taken: the record passed the same checks as in
+// RampRead (CheckOneSided) and *out views into the client's one-sided buffer until its next
+// read. Otherwise nothing was taken (no cached placement or address, an address of another
+// placement, a stale record -- its address dropped --, a failed read) and the caller reads
+// by RampRead. The latest committed version only (no snapshot).
+struct OneSidedRead {
+  Timestamp ts;
+  bool tombstone = false;
+  std::string_view value;
+  std::string_view metadata;
+};
+Status RampReadOneSided(Client::Impl& c, KeyspaceId keyspace, std::string_view key,
+                        OneSidedRead* out, bool* taken);
+
 // A read of slots by the client's protocol (RAMP-Fast at `snapshot`, or strict 2PL).
 Status ReadSlots(Client::Impl& c, S2plLocks& locks, std::vector<ReadSlot>& slots,
                  const Timestamp& snapshot);

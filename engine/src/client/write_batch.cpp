@@ -183,6 +183,11 @@ const KeyWrite* WriteBatch::FindKey(KeyspaceId ks, std::string_view key) const {
 }
 
 void WriteBatch::Clear() {
+  // An empty batch (a read-only transaction ending) has nothing to free or rehash.
+  if (keyspaces_.empty() && undo_.empty() && size_ == 0 && key_writes_.empty() &&
+      key_index_.empty()) {
+    return;
+  }
   keyspaces_.clear();
   undo_.clear();
   size_ = 0;
