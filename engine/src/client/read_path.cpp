@@ -20,6 +20,7 @@ constexpr int kMaxMoves = 64;
 constexpr size_t kMaxItemsPerMessage = 8192;
 constexpr int kMaxReadRetries = 5;
 constexpr size_t kMaxOneSidedItems = 512;
+constexpr uint32_t kMaxFastRecordBytes = 64 * 1024;
 
 // Takes a GET reply's item into the slot.
 void Accept(ReadSlot& s, const protocol::GetResult& r) {
@@ -452,8 +453,10 @@ Status RampReadOneSided(Client::Impl& c, KeyspaceId keyspace, std::string_view k
   if (!c.addresses->Lookup(keyspace, key, &a)) return Status::OK();
   // Only the plain case: an address of another placement or server instance (which RampRead
   // drops), or a channel to open, is left to RampRead.
+  // A large record (its copy outweighs any bookkeeping) goes by RampRead too, so that the
+  // buffer this client keeps stays small.
   if (a.node != pl->second.owner || a.placement_epoch != pl->second.epoch ||
-      a.node >= c.nodes.size()) {
+      a.node >= c.nodes.size() || a.length > kMaxFastRecordBytes) {
     return Status::OK();
   }
   NodeChannel& ch =

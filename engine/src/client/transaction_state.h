@@ -79,8 +79,8 @@ void S2plRelease(Client::Impl& c, S2plLocks& t);
 // the common case of Transaction::Get. *taken: the record passed the same checks as in
 // RampRead (CheckOneSided) and *out views into the client's one-sided buffer until its next
 // read. Otherwise nothing was taken (no cached placement or address, an address of another
-// placement, a stale record -- its address dropped --, a failed read) and the caller reads
-// by RampRead. The latest committed version only (no snapshot).
+// placement, a record over 64 KiB, a stale record -- its address dropped --, a failed read)
+// and the caller reads by RampRead. The latest committed version only (no snapshot).
 struct OneSidedRead {
   Timestamp ts;
   bool tombstone = false;
