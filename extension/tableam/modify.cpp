@@ -234,14 +234,27 @@ TM_Result TupleDelete(Relation rel, ItemPointer tid, CommandId cid, Snapshot sna
 
 namespace {
 
+// Row-level triggers fetch OLD and NEW by TID when they fire, and a row updated in place has
+// one TID for both. Statement triggers are fine, with transition tables too (the views'
+// triggers): NEW rows are captured from the executor's slot, and OLD by TID right after the
+// update, while the TID still stands for the version it replaced (fetch.cpp, AnyVisibility).
+bool HasRowTriggers(Relation rel) {
+  const TriggerDesc* t = rel->trigdesc;
+  return t != nullptr &&
+         (t->trig_insert_before_row || t->trig_insert_after_row || t->trig_insert_instead_row ||
+          t->trig_update_before_row || t->trig_update_after_row || t->trig_update_instead_row ||
+          t->trig_delete_before_row || t->trig_delete_after_row || t->trig_delete_instead_row);
+}
+
 // An UPDATE may keep the row id (like heap's HOT) when no column of any index changes, the
 // table has no ramp_hash index (their entries are maintained by the table AM) and no
-// triggers (AFTER triggers fetch OLD by TID), and the row is a committed one this transaction
-// has not written yet. Then nothing is inserted into local indexes, the row's key gets a new
-// version with the read version as expected (write-write conflicts as before), and the key
-// never moves to another partition. Returns false (and changes nothing) otherwise.
+// row-level triggers, and the row is a committed one this transaction has not written yet.
+// Then nothing is inserted into local indexes, the row's key gets a new version with the
+// read version as expected (write-write conflicts as before), and the key never moves to
+// another partition: a writer waiting for the row follows the update (EvalPlanQual), where a
+// moved row fails it with 40001. Returns false (and changes nothing) otherwise.
 bool UpdateInPlace(Relation rel, ItemPointer otid, TupleTableSlot* slot, CommandId cid) {
-  if (rel->trigdesc != nullptr || HasRampHashIndexes(rel)) return false;
+  if (HasRowTriggers(rel) || HasRampHashIndexes(rel)) return false;
   uint64_t rowid = 0;
   if (!RowIdOfTid(otid, &rowid)) return false;
   const ramp::KeyspaceRef ks = RelationKeyspace(rel);

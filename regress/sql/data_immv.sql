@@ -278,6 +278,20 @@ UPDATE mm SET v = v + 1 WHERE id IN (5, 6);
 DELETE FROM mm WHERE id = 7;
 SELECT * FROM v_mm ORDER BY g;
 SELECT * FROM diffs();
+-- A base table of a view keeps a row's id when an UPDATE changes no indexed column (the
+-- views' triggers are statement triggers): a second writer of the row waits, then applies
+-- its change on top of the first one's, as heap's EvalPlanQual does. (When the row moved to
+-- a new row id, the second writer failed with 40001.)
+BEGIN;
+UPDATE mm SET v = v + 100 WHERE id = 5;
+SELECT dblink_send_query('other', 'UPDATE mm SET v = v + 1000 WHERE id = 5');
+SELECT wait_for_waiter();
+COMMIT;
+SELECT * FROM dblink_get_result('other') AS t(status text);
+SELECT * FROM dblink_get_result('other') AS t(status text);  -- (done)
+SELECT id, g, v FROM mm WHERE id = 5;
+SELECT * FROM v_mm ORDER BY g;
+SELECT * FROM diffs();
 -- A transaction that writes two base tables of a join view (an order, then its customer)
 -- holds the first table's writer intent when it asks for the second's; two of them at once
 -- waited for each other (40P01 after deadlock_timeout, every time). Having written both in
