@@ -143,6 +143,46 @@ TEST_F(IntentTest, WriteReleasesTheIntentsBehindItsCommit) {
   EXPECT_EQ(granted.value, "v2");
 }
 
+// The release travels in the COMMIT (Decision::release_intents_of): a one-row Write costs its
+// server a PREPARE and a COMMIT, no INTENT_RELEASE of its own. An intent at a key the
+// transaction did not write is released as well (by its COMMIT or an INTENT_RELEASE).
+TEST_F(IntentTest, TheCommitCarriesTheRelease) {
+  auto a = Open();
+  auto b = Open();
+  const KeyspaceId ks = Keyspace();
+  auto ops = [&] {  // requests served by all servers, counting this STATUS round's own
+    std::vector<ServerStatus> servers;
+    EXPECT_TRUE(a->ClusterStatus(&servers).ok());
+    uint64_t n = 0;
+    for (const ServerStatus& s : servers) n += s.ops;
+    return std::pair<uint64_t, uint64_t>(n, servers.size());
+  };
+  const uint64_t ta = a->NewIntentOwner();
+  ASSERT_EQ(Take(*a, ta, 1, ks, "written", true).outcome, Outcome::kGranted);
+  ASSERT_EQ(Take(*a, ta, 1, ks, "only locked", true).outcome, Outcome::kGranted);
+  auto waiter = std::async(std::launch::async, [&] {
+    return Take(*b, b->NewIntentOwner(), 2, ks, "only locked", true);
+  });
+  EXPECT_TRUE(StillWaiting(waiter));
+  WriteBatch batch;
+  ASSERT_TRUE(batch.PutKey(ks, "written", "v").ok());
+  ASSERT_TRUE(a->Write(batch, nullptr, ta).ok());
+  ASSERT_TRUE(Ready(waiter));
+  EXPECT_EQ(waiter.get().outcome, Outcome::kGranted);
+  EXPECT_EQ(TakeOnceReleased(*b, ks, "written").outcome, Outcome::kGranted);
+
+  // One row, one server: PREPARE + COMMIT, plus the STATUS requests of the second count.
+  const uint64_t tc = a->NewIntentOwner();
+  ASSERT_EQ(Take(*a, tc, 1, ks, "alone", true).outcome, Outcome::kGranted);
+  const auto [before, nodes] = ops();
+  WriteBatch one;
+  ASSERT_TRUE(one.PutKey(ks, "alone", "v").ok());
+  ASSERT_TRUE(a->Write(one, nullptr, tc).ok());
+  const auto [after, nodes_after] = ops();
+  EXPECT_EQ(after - before, 2 + nodes_after);
+  EXPECT_EQ(TakeOnceReleased(*b, ks, "alone").outcome, Outcome::kGranted);
+}
+
 TEST_F(IntentTest, SharedModesGoTogetherExclusiveWaits) {
   auto a = Open();
   auto b = Open();

@@ -369,7 +369,8 @@ class Client {
   // max_batch_items writes. The batch is unchanged (Clear it to reuse it).
   Status Write(const WriteBatch& batch, Timestamp* commit_ts = nullptr);
   // The same; when it commits, the write intents of release_intents_of (see AcquireIntent)
-  // are released right behind its COMMITs, which a waiter then reads.
+  // are released with its COMMITs (each server releases them right after applying its
+  // commit, which a waiter then reads; one holding intents but no write gets INTENT_RELEASE).
   Status Write(const WriteBatch& batch, Timestamp* commit_ts, uint64_t release_intents_of);
   // The limits a WriteBatch for this client checks (ClientOptions::max_*_bytes).
   WriteLimits write_limits() const;

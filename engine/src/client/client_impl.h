@@ -186,6 +186,8 @@ struct Client::Impl final : ChannelContext, ClusterView {
 std::string AddressKey(KeyspaceId keyspace, std::string_view key);
 
 // Sends the release of every intent of the owner (no reply awaited; client/intents.cpp).
-void PostIntentRelease(Client::Impl& c, uint64_t owner);
+// Sends INTENT_RELEASE of owner to every server it asked for an intent, except those in
+// `released` (their COMMIT carried the release).
+void PostIntentRelease(Client::Impl& c, uint64_t owner, std::span<const uint32_t> released = {});
 
 }  // namespace ramp

@@ -229,13 +229,16 @@ void Client::ReleaseIntents(uint64_t owner) {
   PostIntentRelease(*impl_, owner);
 }
 
-void PostIntentRelease(Client::Impl& c, uint64_t owner) {
+void PostIntentRelease(Client::Impl& c, uint64_t owner, std::span<const uint32_t> released) {
   auto it = c.intent_nodes.find(owner);
   if (it == c.intent_nodes.end()) return;
   protocol::IntentReleaseRequest req{owner};
   std::string body;
   protocol::Encode(req, &body);
-  for (uint32_t node : it->second) Post(c, node, Op::kIntentRelease, 0, body);
+  for (uint32_t node : it->second) {
+    if (std::find(released.begin(), released.end(), node) != released.end()) continue;
+    Post(c, node, Op::kIntentRelease, 0, body);
+  }
   c.intent_nodes.erase(it);
 }
 

@@ -95,9 +95,11 @@ void LearnAddresses(Client::Impl& c, uint32_t node, const PendingCall& reply) {
 }
 
 // Sends a decision (COMMIT or ABORT) of ts to every listed server and waits for the answers.
-// release_intents: the write intents of Client::Write's owner go out right behind the
-// COMMITs (on the same connections, so a server applies the commit first), not one more
-// round trip later: a transaction waiting for them starts that much sooner.
+// release_intents: the write intents of Client::Write's owner are released with the COMMITs:
+// the last COMMIT message to a server carries the release (Decision::release_intents_of; the
+// server applies the commit first), and a server that held an intent but gets no COMMIT gets
+// an INTENT_RELEASE right behind them. Not one more round trip later: a transaction waiting
+// for them starts that much sooner, and no server handles a message of its own for them.
 // A server that no longer owns one of its partitions (a migration's cutover) refuses the
 // decision with MOVED: that server's partitions are regrouped by their owners and sent again
 // (decisions are idempotent).
@@ -150,9 +152,15 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
     std::vector<size_t> sent_messages;  // per id, its index in messages
     std::vector<PartitionId> moved;
     std::string body;
+    const uint64_t release_owner =
+        attempt == 0 && release_intents && commit ? c.release_intents_with_commit : 0;
+    std::vector<uint32_t> released;  // servers whose COMMIT carries the release
     for (size_t m = 0; m < messages.size(); m++) {
       const auto& [node, parts] = messages[m];
       protocol::Decision d{ts, parts};
+      // The last message to its node carries the release (after all of the node's commits).
+      const bool last_to_node = m + 1 == messages.size() || messages[m + 1].first != node;
+      if (release_owner != 0 && last_to_node) d.release_intents_of = release_owner;
       body.clear();
       protocol::Encode(d, &body);
       uint64_t id = 0;
@@ -164,9 +172,10 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
       }
       ids.push_back(id);
       sent_messages.push_back(m);
+      if (d.release_intents_of != 0) released.push_back(node);
     }
     if (attempt == 0 && release_intents && c.release_intents_with_commit != 0) {
-      PostIntentRelease(c, c.release_intents_with_commit);
+      PostIntentRelease(c, c.release_intents_with_commit, released);
     }
     Status waited = c.Wait(ids);
     if (!waited.ok()) return waited;

@@ -392,15 +392,22 @@ void Encode(const Decision& m, std::string* out) {
   StringByteWriter w(out);
   PutTs(w, m.ts);
   for (const auto& p : m.partitions) PutPart(w, p);
+  if (m.release_intents_of != 0) w.PutU64(m.release_intents_of);
 }
 
 Status Decode(std::string_view body, uint32_t count, Decision* out) {
   ByteReader r(body);
+  out->release_intents_of = 0;
   if (!GetTs(r, &out->ts)) return Truncated("COMMIT/ABORT");
   RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), kPartBytes, "COMMIT/ABORT"));
   out->partitions.resize(count);
   for (auto& p : out->partitions) {
     if (!GetPart(r, &p)) return Truncated("COMMIT/ABORT");
+  }
+  if (r.remaining() == 8) {
+    if (!r.GetU64(&out->release_intents_of) || out->release_intents_of == 0) {
+      return Status::Corruption("malformed COMMIT/ABORT: intents of transaction 0");
+    }
   }
   return r.ExpectEnd("COMMIT/ABORT");
 }

@@ -205,9 +205,13 @@ void Encode(const PrepareRequest& m, std::string* out);
 Status Decode(std::string_view body, uint32_t count, PrepareRequest* out);
 
 // COMMIT and ABORT of a timestamp at a list of partitions of the receiving server.
+// release_intents_of (optional on the wire: 8 more bytes when not 0): after applying the
+// decision the server releases the write intents of that transaction of the sending client,
+// as an INTENT_RELEASE right behind it would, without that message and its reply.
 struct Decision {
   Timestamp ts;
   std::vector<PartitionId> partitions;
+  uint64_t release_intents_of = 0;
 };
 void Encode(const Decision& m, std::string* out);
 Status Decode(std::string_view body, uint32_t count, Decision* out);

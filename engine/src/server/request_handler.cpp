@@ -78,7 +78,7 @@ Status RequestHandler::HandleNow(Session& session, std::string_view message, std
     case Op::kCommit:
     case Op::kCommitAddresses:
     case Op::kAbort:
-      return OnDecision(h, body, reply);
+      return OnDecision(session, h, body, reply);
     case Op::kLookup:
       return OnLookup(session, h, body, reply);
     case Op::kLock:
@@ -282,8 +282,20 @@ Status RequestHandler::OnPrepare(const Header& h, std::string_view body, std::st
   return Status::OK();
 }
 
-Status RequestHandler::OnDecision(const Header& h, std::string_view body, std::string* reply) {
+// A decision that carries release_intents_of releases those intents after it is applied
+// (whatever its outcome, as the INTENT_RELEASE that used to follow it did): a writer waiting
+// for one of them is granted with this commit in the version its grant carries.
+Status RequestHandler::OnDecision(Session& s, const Header& h, std::string_view body,
+                                  std::string* reply) {
   RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &decision_));
+  Status st = ApplyDecision(h, reply);
+  if (decision_.release_intents_of != 0) {
+    ctx_->intents->Release({s.client_id, decision_.release_intents_of});
+  }
+  return st;
+}
+
+Status RequestHandler::ApplyDecision(const Header& h, std::string* reply) {
   // A decision for a partition that moved away is refused whole (the client sends it again
   // to the new owners; COMMIT and ABORT are idempotent).
   for (uint32_t i = 0; i < decision_.partitions.size(); i++) {

@@ -41,7 +41,9 @@ class RequestHandler {
   Status OnGet(const protocol::Header& h, std::string_view body, std::string* reply);
   Status OnGetGroup(const protocol::Header& h, std::string_view body, std::string* reply);
   Status OnPrepare(const protocol::Header& h, std::string_view body, std::string* reply);
-  Status OnDecision(const protocol::Header& h, std::string_view body, std::string* reply);
+  Status OnDecision(Session& s, const protocol::Header& h, std::string_view body,
+                    std::string* reply);
+  Status ApplyDecision(const protocol::Header& h, std::string* reply);
   Status OnLookup(Session& s, const protocol::Header& h, std::string_view body, std::string* reply);
   Status OnLock(Session& s, const protocol::Header& h, std::string_view body, std::string* reply);
   Status OnWriteLocked(Session& s, const protocol::Header& h, std::string_view body,
