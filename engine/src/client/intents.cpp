@@ -44,7 +44,15 @@ std::string Describe(const IntentOwner& o) {
 // need no answer, and the next request on the connection comes after them.
 void Post(Client::Impl& c, uint32_t node, Op op, uint32_t count, std::string_view body) {
   uint64_t id = 0;
-  if (c.Call(node, c.WriteChannel(), op, count, body, &id).ok()) c.calls.erase(id);
+  if (!c.Call(node, c.WriteChannel(), op, count, body, &id).ok()) return;
+  c.calls.erase(id);
+  // tcp holds a message for a batch until the connection is polled: polled now, so that a
+  // release goes out even if this client sends nothing more for a while.
+  const int kind = static_cast<int>(c.Effective(node, c.WriteChannel()));
+  if (transport::Connection* conn = c.nodes[node].channels[kind].conn()) {
+    transport::Completion completions[16];
+    (void)conn->Poll(completions, 16);
+  }
 }
 
 // Whom each owner waits for, over every server.
@@ -169,6 +177,10 @@ Status Client::AcquireIntent(const IntentRequest& request, IntentResult* result)
     protocol::Encode(w, &wb);
     Post(c, node, Op::kIntent, 1, wb);
   };
+  // A partition on the move answers MOVED (also to a request queued there when it left: the
+  // intents went to the new owner, where the request queues again): asked anew of its home,
+  // with the move backoff, as LOCK does.
+  constexpr int kMaxMoves = 64;
   for (int moved = 0;;) {
     RAMP_RETURN_IF_ERROR(c.ResolveOwners(std::span<const PartitionId>(&part, 1)));
     node = c.OwnerOf(part);
@@ -184,8 +196,10 @@ Status Client::AcquireIntent(const IntentRequest& request, IntentResult* result)
     if (st.ok()) {
       PendingCall reply;
       st = c.TakeReply(id, &reply);
-      if (st.Is(Status::Code::kMoved) && moved++ < 3) {
+      if (st.Is(Status::Code::kMoved) && ++moved < kMaxMoves) {
+        c.stats.moved_replies++;
         c.placements.erase(part);  // asked again of the partition's home
+        c.MoveBackoff(moved);
         continue;
       }
       RAMP_RETURN_IF_ERROR(st);
