@@ -44,15 +44,7 @@ std::string Describe(const IntentOwner& o) {
 // need no answer, and the next request on the connection comes after them.
 void Post(Client::Impl& c, uint32_t node, Op op, uint32_t count, std::string_view body) {
   uint64_t id = 0;
-  if (!c.Call(node, c.WriteChannel(), op, count, body, &id).ok()) return;
-  c.calls.erase(id);
-  // tcp holds a message for a batch until the connection is polled: polled now, so that a
-  // release goes out even if this client sends nothing more for a while.
-  const int kind = static_cast<int>(c.Effective(node, c.WriteChannel()));
-  if (transport::Connection* conn = c.nodes[node].channels[kind].conn()) {
-    transport::Completion completions[16];
-    (void)conn->Poll(completions, 16);
-  }
+  if (c.Call(node, c.WriteChannel(), op, count, body, &id).ok()) c.calls.erase(id);
 }
 
 // Whom each owner waits for, over every server.
@@ -240,7 +232,26 @@ Status Client::AcquireIntent(const IntentRequest& request, IntentResult* result)
 }
 
 void Client::ReleaseIntents(uint64_t owner) {
-  PostIntentRelease(*impl_, owner);
+  // Not behind a COMMIT (an abort, or a transaction that wrote nothing): the replies are
+  // waited for, since tcp holds a message for a batch until the connection is polled and
+  // this client may send nothing more for a while (the key would stay locked meanwhile).
+  Impl& c = *impl_;
+  auto it = c.intent_nodes.find(owner);
+  if (it == c.intent_nodes.end()) return;
+  protocol::IntentReleaseRequest req{owner};
+  std::string body;
+  protocol::Encode(req, &body);
+  std::vector<uint64_t> ids;
+  for (uint32_t node : it->second) {
+    uint64_t id = 0;
+    if (c.Call(node, c.WriteChannel(), Op::kIntentRelease, 0, body, &id).ok()) ids.push_back(id);
+  }
+  c.intent_nodes.erase(it);
+  if (!c.Wait(ids).ok()) return;  // best effort: a server that went away released them
+  for (uint64_t id : ids) {
+    PendingCall reply;
+    (void)c.TakeReply(id, &reply);
+  }
 }
 
 void PostIntentRelease(Client::Impl& c, uint64_t owner) {
