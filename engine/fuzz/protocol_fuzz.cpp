@@ -181,6 +181,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)Decode(body, count, &w);
       WaitsForReply wr;
       (void)Decode(body, count, &wr);
+      IntentForward f;
+      if (Decode(body, count, &f).ok()) {
+        std::string again_bytes;
+        Encode(f, &again_bytes);
+        IntentForward again;
+        if (!Decode(again_bytes, static_cast<uint32_t>(f.released.size()), &again).ok() ||
+            again.released != f.released) {
+          __builtin_trap();
+        }
+      }
       break;
     }
     case 20: {
@@ -188,7 +198,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       MigrateRequest mr;
       (void)Decode(body, &mr);
       MigrateCtl c;
-      (void)Decode(body, &c);
+      if (Decode(body, &c).ok()) {  // with the intents that move with the partition
+        std::string again_bytes;
+        Encode(c, &again_bytes);
+        MigrateCtl again;
+        if (!Decode(again_bytes, &again).ok() || again.intents != c.intents) __builtin_trap();
+      }
       std::vector<MigrationInfo> infos;
       (void)Decode(body, count, &infos);
       LoadReport lr;
@@ -209,7 +224,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (Decode(body, &r).ok()) {
         Encode(r, &out);
         MigrateCtlReply again;
-        if (!Decode(out, &again).ok() || again.error != r.error) __builtin_trap();
+        if (!Decode(out, &again).ok() || again.error != r.error || again.intents != r.intents) {
+          __builtin_trap();
+        }
       }
       break;
     }

@@ -93,6 +93,41 @@ Status MoveRetryingRollbacks(Client* c, const PartitionId& p, uint32_t to) {
   return st;
 }
 
+// Whether the owner's intent request is queued at node (WAITS_FOR names whom it waits for).
+bool QueuedAt(Client* c, uint32_t node, const protocol::IntentOwner& o) {
+  protocol::WaitsForRequest req{{o}};
+  std::string body;
+  protocol::Encode(req, &body);
+  PendingCall reply;
+  if (!c->impl()
+           ->CallAndWait(node, c->impl()->WriteChannel(), protocol::Op::kWaitsFor, 1, body, &reply)
+           .ok()) {
+    return false;
+  }
+  protocol::WaitsForReply r;
+  return protocol::Decode(reply.body(), reply.header.count, &r).ok() && r.edges.size() == 1 &&
+         !r.edges[0].empty();
+}
+
+// Polls QueuedAt for up to a minute.
+bool AwaitQueued(Client* c, uint32_t node, const protocol::IntentOwner& o) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!QueuedAt(c, node, o)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+IntentRequest IntentOn(Client* c, KeyspaceId ks, const std::string& key, uint64_t priority) {
+  IntentRequest r;
+  r.owner = c->NewIntentOwner();
+  r.priority = priority;
+  r.keyspace = ks;
+  r.key = key;
+  return r;
+}
+
 class MigrationTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -407,6 +442,158 @@ TEST_F(MigrationTest, TwoPhaseLockingFollowsAMovedPartition) {
   EXPECT_TRUE(st.Is(Status::Code::kMoved)) << st.ToString();
   ASSERT_TRUE(Get(admin.get(), ks, k, &v, &found).ok());
   EXPECT_EQ(v, "2pl-after");
+}
+
+// Write intents move with a partition (issue 11 / issue 16 item 1): txn A holds an intent on
+// k; k's partition moves to node 2; txn B asks for k at the new owner and must wait until A
+// commits, then sees A's value; A's release reaches the server that holds the intent.
+TEST_F(MigrationTest, AnIntentHeldAcrossAMoveStillMakesTheNextWriterWait) {
+  const KeyspaceId ks = 0x4D80;
+  auto a = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  auto b = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  auto admin = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  const std::string k = KeyOnNode(ks, 1, 3);
+  const PartitionId p{ks, BucketOf(k, kDefaultBuckets)};
+  ASSERT_TRUE(Put(admin.get(), ks, k, "v0").ok());
+  IntentRequest ra;
+  ra.owner = a->NewIntentOwner();
+  ra.priority = 1;
+  ra.keyspace = ks;
+  ra.key = k;
+  IntentResult res;
+  ASSERT_TRUE(a->AcquireIntent(ra, &res).ok());
+  ASSERT_EQ(res.outcome, IntentResult::Outcome::kGranted);
+  ASSERT_TRUE(admin->MigratePartition(p, 2).ok());
+  ASSERT_EQ(Owners(admin.get(), p), std::vector<uint32_t>{2});
+  std::atomic<bool> granted{false};
+  IntentResult rb;
+  Status sb;
+  std::thread waiter([&] {
+    IntentRequest r;
+    r.owner = b->NewIntentOwner();
+    r.priority = 2;
+    r.keyspace = ks;
+    r.key = k;
+    sb = b->AcquireIntent(r, &rb);
+    granted.store(true);
+  });
+  // B must still wait (a slow machine can only hide the bug here, never fake it).
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(granted.load()) << "B was granted k at the new owner while A holds it";
+  ASSERT_TRUE(Put(a.get(), ks, k, "vA").ok());  // A commits, then releases its intents
+  a->ReleaseIntents(ra.owner);
+  waiter.join();
+  ASSERT_TRUE(sb.ok()) << sb.ToString();
+  ASSERT_EQ(rb.outcome, IntentResult::Outcome::kGranted);
+  EXPECT_EQ(rb.value, "vA");
+}
+
+// A request queued at the source when the partition moves is answered MOVED there and queues
+// again at the new owner, behind the holder whose intent moved too.
+TEST_F(MigrationTest, AWriterQueuedAtTheSourceWhenItMovesWaitsOnAtTheNewOwner) {
+  const KeyspaceId ks = 0x4D81;
+  auto a = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  auto b = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  auto admin = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  const std::string k = KeyOnNode(ks, 1, 3);
+  const PartitionId p{ks, BucketOf(k, kDefaultBuckets)};
+  ASSERT_TRUE(Put(admin.get(), ks, k, "v0").ok());
+  const IntentRequest ra = IntentOn(a.get(), ks, k, 1);
+  IntentResult res;
+  ASSERT_TRUE(a->AcquireIntent(ra, &res).ok());
+  ASSERT_EQ(res.outcome, IntentResult::Outcome::kGranted);
+  const IntentRequest rb = IntentOn(b.get(), ks, k, 2);
+  const protocol::IntentOwner ob{b->impl()->client_id, rb.owner};
+  std::atomic<bool> granted{false};
+  IntentResult gb;
+  Status sb;
+  std::thread waiter([&] {
+    sb = b->AcquireIntent(rb, &gb);
+    granted.store(true);
+  });
+  ASSERT_TRUE(AwaitQueued(admin.get(), 1, ob)) << "B never queued at the source";
+  ASSERT_TRUE(admin->MigratePartition(p, 2).ok());
+  ASSERT_EQ(Owners(admin.get(), p), std::vector<uint32_t>{2});
+  EXPECT_TRUE(AwaitQueued(admin.get(), 2, ob)) << "B did not queue again at the new owner";
+  EXPECT_FALSE(granted.load()) << "B was granted k while A holds it";
+  ASSERT_TRUE(Put(a.get(), ks, k, "vA").ok());
+  a->ReleaseIntents(ra.owner);
+  waiter.join();
+  ASSERT_TRUE(sb.ok()) << sb.ToString();
+  ASSERT_EQ(gb.outcome, IntentResult::Outcome::kGranted);
+  EXPECT_EQ(gb.value, "vA");
+  b->ReleaseIntents(rb.owner);
+}
+
+// The holder's client vanishes after its intent moved: the source, where its connection
+// closed, passes that on, and the new owner grants the waiter.
+TEST_F(MigrationTest, AMovedIntentOfAVanishedClientIsReleasedAtTheNewOwner) {
+  const KeyspaceId ks = 0x4D82;
+  auto a = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  auto b = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  auto admin = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  const std::string k = KeyOnNode(ks, 1, 3);
+  const PartitionId p{ks, BucketOf(k, kDefaultBuckets)};
+  ASSERT_TRUE(Put(admin.get(), ks, k, "v0").ok());
+  const IntentRequest ra = IntentOn(a.get(), ks, k, 1);
+  IntentResult res;
+  ASSERT_TRUE(a->AcquireIntent(ra, &res).ok());
+  ASSERT_EQ(res.outcome, IntentResult::Outcome::kGranted);
+  ASSERT_TRUE(admin->MigratePartition(p, 2).ok());
+  const IntentRequest rb = IntentOn(b.get(), ks, k, 2);
+  const protocol::IntentOwner ob{b->impl()->client_id, rb.owner};
+  std::atomic<bool> granted{false};
+  IntentResult gb;
+  Status sb;
+  std::thread waiter([&] {
+    sb = b->AcquireIntent(rb, &gb);
+    granted.store(true);
+  });
+  ASSERT_TRUE(AwaitQueued(admin.get(), 2, ob)) << "B was not made to wait at the new owner";
+  EXPECT_FALSE(granted.load());
+  a.reset();  // A's connections close (a killed backend)
+  waiter.join();
+  ASSERT_TRUE(sb.ok()) << sb.ToString();
+  ASSERT_EQ(gb.outcome, IntentResult::Outcome::kGranted);
+  EXPECT_EQ(gb.value, "v0");
+  b->ReleaseIntents(rb.owner);
+}
+
+// There and back: the partition returns to the server its holder asked, which holds the
+// intent again; the holder's release there frees it.
+TEST_F(MigrationTest, AnIntentMovesThereAndBackAndIsReleasedWhereItWasAsked) {
+  const KeyspaceId ks = 0x4D83;
+  auto a = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  auto b = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  auto admin = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  const std::string k = KeyOnNode(ks, 1, 3);
+  const PartitionId p{ks, BucketOf(k, kDefaultBuckets)};
+  ASSERT_TRUE(Put(admin.get(), ks, k, "v0").ok());
+  const IntentRequest ra = IntentOn(a.get(), ks, k, 1);
+  IntentResult res;
+  ASSERT_TRUE(a->AcquireIntent(ra, &res).ok());
+  ASSERT_EQ(res.outcome, IntentResult::Outcome::kGranted);
+  ASSERT_TRUE(admin->MigratePartition(p, 2).ok());
+  ASSERT_TRUE(admin->MigratePartition(p, 1).ok());
+  ASSERT_EQ(Owners(admin.get(), p), std::vector<uint32_t>{1});
+  const IntentRequest rb = IntentOn(b.get(), ks, k, 2);
+  const protocol::IntentOwner ob{b->impl()->client_id, rb.owner};
+  std::atomic<bool> granted{false};
+  IntentResult gb;
+  Status sb;
+  std::thread waiter([&] {
+    sb = b->AcquireIntent(rb, &gb);
+    granted.store(true);
+  });
+  ASSERT_TRUE(AwaitQueued(admin.get(), 1, ob)) << "B was not made to wait after the move back";
+  EXPECT_FALSE(granted.load());
+  ASSERT_TRUE(Put(a.get(), ks, k, "vA").ok());
+  a->ReleaseIntents(ra.owner);
+  waiter.join();
+  ASSERT_TRUE(sb.ok()) << sb.ToString();
+  ASSERT_EQ(gb.outcome, IntentResult::Outcome::kGranted);
+  EXPECT_EQ(gb.value, "vA");
+  b->ReleaseIntents(rb.owner);
 }
 
 // A home that restarts has forgotten its sharers and their routes (memory only): a sharer

@@ -8,7 +8,9 @@
 #  3. lock_timeout, statement_timeout and pg_cancel_backend end a wait, and the backend goes on;
 #  4. the holder's backend is killed (SIGKILL, on the other server): its intents expire and
 #     the waiter goes on;
-#  5. SELECT FOR UPDATE blocks; NOWAIT fails with 55P03; SKIP LOCKED skips the row.
+#  5. SELECT FOR UPDATE blocks; NOWAIT fails with 55P03; SKIP LOCKED skips the row;
+#  6. a row lock held while its partition moves to another server still makes the next
+#     writer wait (the intents move with the partition, DESIGN §7).
 # "Waits" is checked as "has not finished after a while, and finishes once the holder ends".
 . "$(dirname "$0")/lib.sh"
 
@@ -151,6 +153,31 @@ session_wait s1
 session_send s2 "COMMIT;"
 session_wait s2
 expect_in "$(session_last s2)" "^locked 7$" "FOR UPDATE did not return the newest version after the wait"
+
+log "6. a row lock moves with its partition"
+# The waiter is on server b: within one server PostgreSQL's own lock would order them.
+psql_in a -c "CREATE TABLE mv (id int, bal int) USING ramp; INSERT INTO mv VALUES (1, 0)"
+psql_in b -c "CREATE TABLE mv (id int, bal int) USING ramp"
+session_open s4 b
+session_send s1 "BEGIN; SELECT id FROM mv WHERE id = 1 FOR UPDATE;"
+session_wait s1
+# Every bucket of mv that holds something moves (the row's, and any other key of the table).
+moves="$(psql_in a -c "SELECT bucket || ' ' || (owner + 1) % 3 FROM ramp.partitions()
+                       WHERE relation = 'mv'::regclass AND keys > 0")"
+[ -n "$moves" ] || fail "the partitions of mv's row not found"
+while read -r bucket node; do
+  out="$(psql_in a -c "SELECT ramp.migrate_partition('mv', $bucket, $node)" 2>&1)" ||
+    fail "moving bucket $bucket of mv to node $node: $out"
+done <<<"$moves"
+session_send s4 "UPDATE mv SET bal = bal + 10 WHERE id = 1;"
+still_running s4 "an UPDATE of a row locked before its partition moved did not wait"
+session_send s1 "UPDATE mv SET bal = bal + 1 WHERE id = 1; COMMIT;"
+session_wait s1
+session_wait s4
+expect_not_in "$(session_last s4)" "ERROR" "the UPDATE waiting across the move failed"
+session_close s4
+mv_bal="$(psql_in a -c "SELECT bal FROM mv WHERE id = 1")"
+[ "$mv_bal" = 11 ] || fail "mv's row is $mv_bal after +1 and +10 across a move, expected 11"
 session_close s1
 session_close s2
 log "row_locks: ok"

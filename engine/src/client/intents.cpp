@@ -169,6 +169,10 @@ Status Client::AcquireIntent(const IntentRequest& request, IntentResult* result)
     protocol::Encode(w, &wb);
     Post(c, node, Op::kIntent, 1, wb);
   };
+  // A partition on the move answers MOVED (also to a request queued there when it left: the
+  // intents went to the new owner, where the request queues again): asked anew of its home,
+  // with the move backoff, as LOCK does.
+  constexpr int kMaxMoves = 64;
   for (int moved = 0;;) {
     RAMP_RETURN_IF_ERROR(c.ResolveOwners(std::span<const PartitionId>(&part, 1)));
     node = c.OwnerOf(part);
@@ -184,8 +188,10 @@ Status Client::AcquireIntent(const IntentRequest& request, IntentResult* result)
     if (st.ok()) {
       PendingCall reply;
       st = c.TakeReply(id, &reply);
-      if (st.Is(Status::Code::kMoved) && moved++ < 3) {
+      if (st.Is(Status::Code::kMoved) && ++moved < kMaxMoves) {
+        c.stats.moved_replies++;
         c.placements.erase(part);  // asked again of the partition's home
+        c.MoveBackoff(moved);
         continue;
       }
       RAMP_RETURN_IF_ERROR(st);
@@ -226,7 +232,26 @@ Status Client::AcquireIntent(const IntentRequest& request, IntentResult* result)
 }
 
 void Client::ReleaseIntents(uint64_t owner) {
-  PostIntentRelease(*impl_, owner);
+  // Not behind a COMMIT (an abort, or a transaction that wrote nothing): the replies are
+  // waited for, since tcp holds a message for a batch until the connection is polled and
+  // this client may send nothing more for a while (the key would stay locked meanwhile).
+  Impl& c = *impl_;
+  auto it = c.intent_nodes.find(owner);
+  if (it == c.intent_nodes.end()) return;
+  protocol::IntentReleaseRequest req{owner};
+  std::string body;
+  protocol::Encode(req, &body);
+  std::vector<uint64_t> ids;
+  for (uint32_t node : it->second) {
+    uint64_t id = 0;
+    if (c.Call(node, c.WriteChannel(), Op::kIntentRelease, 0, body, &id).ok()) ids.push_back(id);
+  }
+  c.intent_nodes.erase(it);
+  if (!c.Wait(ids).ok()) return;  // best effort: a server that went away released them
+  for (uint64_t id : ids) {
+    PendingCall reply;
+    (void)c.TakeReply(id, &reply);
+  }
 }
 
 void PostIntentRelease(Client::Impl& c, uint64_t owner, std::span<const uint32_t> released) {

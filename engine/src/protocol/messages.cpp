@@ -114,6 +114,7 @@ const char* OpNameOrNull(Op op) {
     case Op::kLoadReport: return "LOAD_REPORT";
     case Op::kProbe: return "PROBE";
     case Op::kPlacement: return "PLACEMENT";
+    case Op::kIntentForward: return "INTENT_FORWARD";
   }
   return nullptr;
 }
@@ -555,7 +556,55 @@ void PutHolder(StringByteWriter& w, const IntentHolder& h) {
 bool GetHolder(ByteReader& r, IntentHolder* h) {
   return r.GetU64(&h->owner.client) && r.GetU64(&h->owner.txn) && r.GetU64(&h->priority);
 }
+// u32 count, then per intent: holder (24 bytes), u8 mode, key.
+constexpr size_t kMovedIntentBytes = kHolderBytes + 1 + 4;
+
+void PutMovedIntents(StringByteWriter& w, const std::vector<MovedIntent>& v) {
+  w.PutU32(static_cast<uint32_t>(v.size()));
+  for (const MovedIntent& m : v) {
+    PutHolder(w, IntentHolder{m.owner, m.priority});
+    w.PutU8(m.mode);
+    PutView(w, m.key);
+  }
+}
+
+Status GetMovedIntents(ByteReader& r, std::vector<MovedIntent>* out, const char* what) {
+  uint32_t n = 0;
+  if (!r.GetU32(&n)) return Truncated(what);
+  RAMP_RETURN_IF_ERROR(CheckCount(n, r.remaining(), kMovedIntentBytes, what));
+  out->resize(n);
+  for (MovedIntent& m : *out) {
+    IntentHolder h;
+    std::string_view key;
+    if (!GetHolder(r, &h) || !r.GetU8(&m.mode) || !GetView(r, &key)) return Truncated(what);
+    m.owner = h.owner;
+    m.priority = h.priority;
+    m.key.assign(key);
+  }
+  return Status::OK();
+}
 }  // namespace
+
+void Encode(const IntentForward& m, std::string* out) {
+  StringByteWriter w(out);
+  for (const auto& [owner, part] : m.released) {
+    w.PutU64(owner.client);
+    w.PutU64(owner.txn);
+    PutPart(w, part);
+  }
+}
+
+Status Decode(std::string_view body, uint32_t count, IntentForward* out) {
+  ByteReader r(body);
+  RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), 16 + 12, "INTENT_FORWARD"));
+  out->released.resize(count);
+  for (auto& [owner, part] : out->released) {
+    if (!r.GetU64(&owner.client) || !r.GetU64(&owner.txn) || !GetPart(r, &part)) {
+      return Truncated("INTENT_FORWARD");
+    }
+  }
+  return r.ExpectEnd("INTENT_FORWARD");
+}
 
 void Encode(const IntentRequest& m, std::string* out) {
   StringByteWriter w(out);
@@ -851,6 +900,7 @@ void Encode(const MigrateCtl& m, std::string* out) {
   w.PutU64(m.epoch);
   w.PutU64(m.old_epoch);
   w.PutU64(m.load_mops);
+  PutMovedIntents(w, m.intents);
 }
 
 Status Decode(std::string_view body, MigrateCtl* out) {
@@ -860,8 +910,9 @@ Status Decode(std::string_view body, MigrateCtl* out) {
       !r.GetU64(&out->epoch) || !r.GetU64(&out->old_epoch) || !r.GetU64(&out->load_mops)) {
     return Truncated("MIGRATE_CTL");
   }
-  if (action < 1 || action > 7) return Status::Corruption("MIGRATE_CTL: unknown action");
+  if (action < 1 || action > 8) return Status::Corruption("MIGRATE_CTL: unknown action");
   out->action = static_cast<MigrateAction>(action);
+  RAMP_RETURN_IF_ERROR(GetMovedIntents(r, &out->intents, "MIGRATE_CTL"));
   return r.ExpectEnd("MIGRATE_CTL");
 }
 
@@ -879,6 +930,7 @@ void Encode(const MigrateCtlReply& m, std::string* out) {
   w.PutU64(m.load_mops);
   PutTs(w, m.watermark);
   PutView(w, m.error);
+  PutMovedIntents(w, m.intents);
 }
 
 Status Decode(std::string_view body, MigrateCtlReply* out) {
@@ -892,6 +944,7 @@ Status Decode(std::string_view body, MigrateCtlReply* out) {
     return Truncated("MIGRATE_CTL reply");
   }
   out->error.assign(err);
+  RAMP_RETURN_IF_ERROR(GetMovedIntents(r, &out->intents, "MIGRATE_CTL reply"));
   return r.ExpectEnd("MIGRATE_CTL reply");
 }
 

@@ -58,6 +58,8 @@ enum class Op : uint16_t {
   kProbe = 54,        // connect to these nodes' advertised endpoints now and say how it went
   kPlacement = 55,    // home to client, unasked: new placements of partitions it looked up
                       // (sent as a reply to request id 0; PlacementPush)
+  // server to server: the ends of transactions whose intents moved with a partition
+  kIntentForward = 56,
 };
 
 const char* OpName(Op op);
@@ -319,6 +321,23 @@ struct IntentReply {                       // count = holders
 struct IntentReleaseRequest {
   uint64_t txn = 0;
 };
+// An intent that moves with its partition (MIGRATE_CTL: the source's kRelease reply, the
+// home's kAdopt to the target): who holds which key of the partition, in which mode.
+struct MovedIntent {
+  IntentOwner owner;
+  uint64_t priority = 0;
+  uint8_t mode = kIntentExclusive;
+  std::string key;
+  bool operator==(const MovedIntent&) const = default;
+};
+// INTENT_FORWARD (server to server, count = items): the ends of transactions whose intents
+// on these partitions moved from the sender to the receiver. A client releases (or closes
+// its last connection) only where it asked; the server it asked passes it on.
+struct IntentForward {
+  std::vector<std::pair<IntentOwner, PartitionId>> released;
+};
+void Encode(const IntentForward& m, std::string* out);
+Status Decode(std::string_view body, uint32_t count, IntentForward* out);
 struct WaitsForRequest {  // count = owners
   std::vector<IntentOwner> owners;
 };
@@ -433,8 +452,10 @@ enum class MigrateAction : uint8_t {
   kPullStatus = 3,  // target: progress of the copy
   kFinish = 4,      // target: take the last pages (the source stopped serving) and sync
   kRelease = 5,     // source: stop serving; `node` owns it from `epoch` on
-  kAdopt = 6,       // serve the partition at `epoch`
+  kAdopt = 6,       // serve the partition at `epoch` (old_epoch != 0: a rollback at the
+                    // source, which takes back the write intents it exported)
   kDrop = 7,        // drop this server's copy (source after the commit, target on rollback)
+  kIntents = 8,     // source: the write intents it exported at kRelease (the home restarted)
 };
 struct MigrateCtl {
   MigrateAction action = MigrateAction::kProbe;
@@ -443,6 +464,8 @@ struct MigrateCtl {
   uint64_t epoch = 0;
   uint64_t old_epoch = 0;
   uint64_t load_mops = 0;  // kPull: the partition's load at the source (milli-ops/s)
+  // kAdopt: the write intents the source held, taken before serving.
+  std::vector<MovedIntent> intents;
 };
 struct MigrateCtlReply {
   uint8_t exists = 0;     // a copy of the partition is here
@@ -457,6 +480,8 @@ struct MigrateCtlReply {
   uint64_t load_mops = 0;        // kProbe: the partition's load here (milli-ops/s)
   Timestamp watermark;           // kProbe: the partition's scan watermark here
   std::string error;             // kPullStatus: why the copy failed
+  // kRelease, kIntents: the write intents held on the partition here, exported.
+  std::vector<MovedIntent> intents;
 };
 void Encode(const MigrateCtl& m, std::string* out);
 Status Decode(std::string_view body, MigrateCtl* out);

@@ -70,6 +70,8 @@ IntentTable::Outcome IntentTable::Acquire(const Owner& owner, uint64_t priority,
   holders->clear();
   std::string name = LockName(part, key);
   std::lock_guard guard(mu_);
+  // Past the release (Export): the request passed the ownership check just before it.
+  if (closed_.count(part) != 0) return Outcome::kMoved;
   auto [it, inserted] = locks_.try_emplace(name);
   Lock& lock = it->second;
   if (inserted) {
@@ -180,7 +182,9 @@ void IntentTable::Withdraw(const Owner& owner, const PartitionId& part, std::str
   Send(grants);
 }
 
-void IntentTable::ReleaseLocked(const Owner& owner, std::vector<Grant>* grants) {
+void IntentTable::ReleaseLocked(const Owner& owner, std::vector<Grant>* grants,
+                                std::vector<Forwarded>* forwards) {
+  TakeForwards(owner, forwards);
   auto o = owned_.find(owner);
   if (o == owned_.end()) return;
   std::vector<std::string> names = std::move(o->second);
@@ -198,24 +202,169 @@ void IntentTable::ReleaseLocked(const Owner& owner, std::vector<Grant>* grants) 
 
 void IntentTable::Release(const Owner& owner) {
   std::vector<Grant> grants;
+  std::vector<Forwarded> forwards;
   {
     std::lock_guard guard(mu_);
-    ReleaseLocked(owner, &grants);
+    ReleaseLocked(owner, &grants, &forwards);
   }
   Send(grants);
+  Forward(forwards);
 }
 
 void IntentTable::ReleaseClient(uint64_t client) {
   std::vector<Grant> grants;
+  std::vector<Forwarded> forwards;
   {
     std::lock_guard guard(mu_);
     std::vector<Owner> owners;
     for (const auto& [owner, names] : owned_) {
       if (owner.client == client) owners.push_back(owner);
     }
-    for (const Owner& owner : owners) ReleaseLocked(owner, &grants);
+    for (const auto& [owner, parts] : exported_by_owner_) {
+      if (owner.client == client && owned_.count(owner) == 0) owners.push_back(owner);
+    }
+    for (const Owner& owner : owners) ReleaseLocked(owner, &grants, &forwards);
   }
   Send(grants);
+  Forward(forwards);
+}
+
+void IntentTable::TakeForwards(const Owner& owner, std::vector<Forwarded>* forwards) {
+  auto o = exported_by_owner_.find(owner);
+  if (o == exported_by_owner_.end()) return;
+  for (const PartitionId& part : o->second) {
+    auto e = exported_.find(part);
+    if (e == exported_.end()) continue;
+    std::erase_if(e->second.intents,
+                  [&](const protocol::MovedIntent& m) { return m.owner == owner; });
+    forwards->push_back(Forwarded{e->second.target, owner, part});
+    if (e->second.intents.empty()) exported_.erase(e);
+  }
+  exported_by_owner_.erase(o);
+}
+
+void IntentTable::Forward(const std::vector<Forwarded>& forwards) {
+  if (forwards.empty() || !forward_fn_) return;
+  std::unordered_map<uint32_t, Released> by_node;
+  for (const Forwarded& f : forwards) by_node[f.node].emplace_back(f.owner, f.part);
+  for (auto& [node, released] : by_node) forward_fn_(node, std::move(released));
+}
+
+void IntentTable::Disown(const Owner& owner, const std::string& name) {
+  auto o = owned_.find(owner);
+  if (o == owned_.end()) return;
+  auto& names = o->second;
+  names.erase(std::remove(names.begin(), names.end(), name), names.end());
+  if (names.empty()) owned_.erase(o);
+}
+
+void IntentTable::Export(const PartitionId& part, uint32_t target,
+                         std::vector<protocol::MovedIntent>* out) {
+  std::vector<Grant> moved;
+  {
+    std::lock_guard guard(mu_);
+    closed_.insert(part);
+    ExportedSet& ex = exported_[part];
+    ex.target = target;
+    for (auto it = locks_.begin(); it != locks_.end();) {
+      Lock& lock = it->second;
+      if (!(lock.part == part)) {
+        ++it;
+        continue;
+      }
+      for (const Holder& h : lock.holders) {
+        ex.intents.push_back(protocol::MovedIntent{h.owner, h.priority, h.mode, lock.key});
+        auto& parts = exported_by_owner_[h.owner];
+        if (std::find(parts.begin(), parts.end(), part) == parts.end()) parts.push_back(part);
+        Disown(h.owner, it->first);
+      }
+      for (Waiter& w : lock.waiters) {
+        moved.push_back(Grant{w.request, part, lock.key, std::move(w.reply)});
+        Disown(w.owner, it->first);
+      }
+      it = locks_.erase(it);
+    }
+    *out = ex.intents;
+    if (ex.intents.empty()) exported_.erase(part);
+  }
+  std::string reply;
+  for (Grant& g : moved) {
+    if (!g.reply.pending() || !moved_) continue;
+    reply.clear();
+    moved_(g.request, g.part, &reply);
+    g.reply.Send(std::move(reply));
+  }
+}
+
+void IntentTable::Exported(const PartitionId& part, std::vector<protocol::MovedIntent>* out) const {
+  std::lock_guard guard(mu_);
+  auto e = exported_.find(part);
+  if (e == exported_.end()) {
+    out->clear();
+  } else {
+    *out = e->second.intents;
+  }
+}
+
+void IntentTable::Expect(const PartitionId& part) {
+  std::lock_guard guard(mu_);
+  early_[part].clear();
+}
+
+void IntentTable::Forget(const PartitionId& part) {
+  std::lock_guard guard(mu_);
+  early_.erase(part);
+}
+
+void IntentTable::Import(const PartitionId& part, const std::vector<protocol::MovedIntent>& in,
+                         bool take_back) {
+  std::lock_guard guard(mu_);
+  closed_.erase(part);
+  std::vector<protocol::MovedIntent> all;
+  if (auto e = exported_.find(part); e != exported_.end()) {
+    // Ended here or not, their ends are no longer passed on from here.
+    for (const auto& m : e->second.intents) {
+      auto o = exported_by_owner_.find(m.owner);
+      if (o == exported_by_owner_.end()) continue;
+      std::erase(o->second, part);
+      if (o->second.empty()) exported_by_owner_.erase(o);
+    }
+    if (take_back) all = std::move(e->second.intents);
+    exported_.erase(e);
+  }
+  all.insert(all.end(), in.begin(), in.end());
+  std::vector<Owner> ended;
+  if (auto e = early_.find(part); e != early_.end()) {
+    ended = std::move(e->second);
+    early_.erase(e);
+  }
+  for (const protocol::MovedIntent& m : all) {
+    if (std::find(ended.begin(), ended.end(), m.owner) != ended.end()) continue;
+    std::string name = LockName(part, m.key);
+    auto [it, inserted] = locks_.try_emplace(name);
+    Lock& lock = it->second;
+    if (inserted) {
+      lock.part = part;
+      lock.key = m.key;
+    }
+    auto h = std::find_if(lock.holders.begin(), lock.holders.end(),
+                          [&](const Holder& x) { return x.owner == m.owner; });
+    if (h != lock.holders.end()) {
+      h->mode = Combine(h->mode, m.mode);
+      continue;
+    }
+    lock.holders.push_back({m.owner, m.priority, m.mode});
+    owned_[m.owner].push_back(std::move(name));
+  }
+}
+
+void IntentTable::ReleaseForwarded(const Owner& owner, const PartitionId& part) {
+  {
+    std::lock_guard guard(mu_);
+    // Before the import (the end overtook the home's adoption): Import skips the owner.
+    if (auto e = early_.find(part); e != early_.end()) e->second.push_back(owner);
+  }
+  Release(owner);
 }
 
 void IntentTable::Send(std::vector<Grant>& grants) {
@@ -255,6 +404,13 @@ void IntentTable::WaitsFor(const Owner& owner, std::vector<protocol::IntentHolde
 size_t IntentTable::locked_keys() const {
   std::lock_guard guard(mu_);
   return locks_.size();
+}
+
+size_t IntentTable::exported() const {
+  std::lock_guard guard(mu_);
+  size_t n = 0;
+  for (const auto& [part, e] : exported_) n += e.intents.size();
+  return n;
 }
 
 size_t IntentTable::waiters() const {

@@ -91,6 +91,11 @@ Migrations::~Migrations() {
 void Migrations::Stop() {
   stop_.store(true);
   cv_.notify_all();
+  {
+    std::lock_guard lock(forward_mu_);
+    forward_cv_.notify_all();
+  }
+  if (forward_thread_.joinable()) forward_thread_.join();
   std::vector<Task> threads;
   std::vector<std::shared_ptr<Puller>> pullers;
   {
@@ -345,6 +350,8 @@ void Migrations::Run(MigrationState m) {
   st =
       Ctl(m.source, MigrateCtl{MigrateAction::kRelease, p, m.target, m.new_epoch, m.old_epoch}, &r);
   if (!st.ok()) return RollBack(m, "the source could not release it: " + st.ToString(), true);
+  // The write intents held at the source go to the target with the adoption.
+  const std::vector<protocol::MovedIntent> intents = std::move(r.intents);
   Hook("home-after-release");
   // FINISH is answered when the target's final round is over (a target that answers at
   // once is polled).
@@ -359,14 +366,28 @@ void Migrations::Run(MigrationState m) {
     return RollBack(m, st.ToString(), true);
   }
   Hook("home-after-commit");
-  Complete(m, &started, &paused);
+  Complete(m, &started, &paused, &intents);
 }
 
 void Migrations::Complete(const MigrationState& m, const Clock::time_point* started,
-                          const Clock::time_point* paused) {
-  if (!CtlUntilApplied(m.target, MigrateCtl{MigrateAction::kAdopt, m.part, 0, m.new_epoch, 0})) {
-    return;
+                          const Clock::time_point* paused,
+                          const std::vector<protocol::MovedIntent>* intents) {
+  MigrateCtl adopt{MigrateAction::kAdopt, m.part, 0, m.new_epoch, 0};
+  if (intents != nullptr) {
+    adopt.intents = *intents;
+  } else {
+    // After the home's restart: the source still has what it exported, unless it restarted
+    // too (then a conflict is caught by the commit's version check, as without intents).
+    MigrateCtlReply r;
+    Status st = Ctl(m.source, MigrateCtl{MigrateAction::kIntents, m.part, 0, 0, 0}, &r);
+    if (st.ok()) {
+      adopt.intents = std::move(r.intents);
+    } else {
+      RAMP_WARN("migration of %s: the intents the source exported are lost (%s)",
+                m.part.ToString().c_str(), st.ToString().c_str());
+    }
   }
+  if (!CtlUntilApplied(m.target, adopt)) return;
   if (started != nullptr && paused != nullptr) {
     // Writes to the partition were refused from the release to the adoption.
     const auto now = Clock::now();
@@ -395,8 +416,9 @@ void Migrations::RollBack(const MigrationState& m, const std::string& why, bool 
   RAMP_WARN("migration of %s from node %u to node %u rolls back: %s", m.part.ToString().c_str(),
             m.source, m.target, why.c_str());
   const uint64_t epoch = m.new_epoch + 1;
-  if (source_released &&
-      !CtlUntilApplied(m.source, MigrateCtl{MigrateAction::kAdopt, m.part, 0, epoch, 0})) {
+  // old_epoch: a rollback, the source takes back the write intents it exported.
+  if (source_released && !CtlUntilApplied(m.source, MigrateCtl{MigrateAction::kAdopt, m.part, 0,
+                                                               epoch, m.old_epoch})) {
     return;
   }
   if (!CtlUntilApplied(m.target, MigrateCtl{MigrateAction::kDrop, m.part, 0, 0, 0})) return;
@@ -405,6 +427,56 @@ void Migrations::RollBack(const MigrationState& m, const std::string& why, bool 
   if (!st.ok()) RAMP_ERROR("migration of %s: %s", m.part.ToString().c_str(), st.ToString().c_str());
   // The source serves again at a new epoch: the sharers hear of it.
   if (st.ok() && source_released) (void)ctx_->directory->PushPlacement(m.part, ctx_->clock->Peek());
+}
+
+// ---- intents that moved: the ends of their transactions, passed on ------------------------
+
+void Migrations::ForwardIntentEnds(uint32_t node, IntentTable::Released released) {
+  std::lock_guard lock(forward_mu_);
+  if (stop_.load()) return;
+  auto& q = forward_queue_[node];
+  q.insert(q.end(), released.begin(), released.end());
+  if (!forward_thread_.joinable()) forward_thread_ = std::thread([this] { ForwardLoop(); });
+  forward_cv_.notify_all();
+}
+
+void Migrations::ForwardLoop() {
+  // A failed send is tried again this many times (the node may be restarting: then what it
+  // imported is gone anyway, with the rest of its memory).
+  constexpr int kAttempts = 20;
+  std::unique_ptr<Client> client;
+  std::unique_lock lock(forward_mu_);
+  while (!stop_.load()) {
+    if (forward_queue_.empty()) {
+      forward_cv_.wait(lock);
+      continue;
+    }
+    std::map<uint32_t, IntentTable::Released> batch;
+    batch.swap(forward_queue_);
+    lock.unlock();
+    for (auto& [node, released] : batch) {
+      protocol::IntentForward f{std::move(released)};
+      std::string body;
+      protocol::Encode(f, &body);
+      Status st;
+      for (int attempt = 0; attempt < kAttempts && !stop_.load(); attempt++) {
+        if (attempt > 0 && !Sleep(100)) break;
+        if (client == nullptr && !(st = Client::Open(peer_, &client)).ok()) continue;
+        PendingCall reply;
+        st = client->impl()->CallAndWait(node, ChannelKind::kRpc, protocol::Op::kIntentForward,
+                                         static_cast<uint32_t>(f.released.size()), body, &reply);
+        if (st.ok()) break;
+        client.reset();
+      }
+      if (!st.ok()) {
+        RAMP_WARN(
+            "the ends of %zu transactions whose write intents moved to node %u were not "
+            "passed on: %s",
+            f.released.size(), node, st.ToString().c_str());
+      }
+    }
+    lock.lock();
+  }
 }
 
 // ---- the rebalancer -------------------------------------------------------------------------
@@ -491,6 +563,7 @@ Status Migrations::Control(const MigrateCtl& m, MigrateCtlReply* out) {
                                        p.ToString() + " already");
       }
       RAMP_RETURN_IF_ERROR(ctx_->directory->Incoming(p, m.epoch));
+      ctx_->intents->Expect(p);
       RAMP_RETURN_IF_ERROR(store->BeginCopy(p, static_cast<uint32_t>(m.epoch),
                                             static_cast<double>(m.load_mops) / 1000));
       auto pl = std::make_shared<Puller>();
@@ -531,13 +604,23 @@ Status Migrations::Control(const MigrateCtl& m, MigrateCtlReply* out) {
       // Requests that passed the ownership check before the release are stopped by the
       // partition itself (under its lock): after this, nothing is appended to this copy.
       (void)store->SetServing(p, false);
-      RAMP_INFO("released %s to node %u (epoch %llu)", p.ToString().c_str(), m.node,
-                static_cast<unsigned long long>(m.epoch));
+      // Its write intents go to the new owner (through the home); requests queued for them
+      // here are answered MOVED and queue again there.
+      ctx_->intents->Export(p, m.node, &out->intents);
+      RAMP_INFO("released %s to node %u (epoch %llu, %zu write intents)", p.ToString().c_str(),
+                m.node, static_cast<unsigned long long>(m.epoch), out->intents.size());
       Hook("source-after-release");
+      return Status::OK();
+    }
+    case MigrateAction::kIntents: {
+      ctx_->intents->Exported(p, &out->intents);
       return Status::OK();
     }
     case MigrateAction::kAdopt: {
       StopPuller(p);
+      // The write intents come first: a request that sees the partition served finds them.
+      // (A repeated adoption, the first one's reply lost, imports nothing again.)
+      if (!ctx_->directory->Owns(p)) ctx_->intents->Import(p, m.intents, m.old_epoch != 0);
       RAMP_RETURN_IF_ERROR(ctx_->directory->Adopt(p, m.epoch));
       (void)store->SetServing(p, true);
       RAMP_INFO("serving %s (epoch %llu)", p.ToString().c_str(),
@@ -546,6 +629,7 @@ Status Migrations::Control(const MigrateCtl& m, MigrateCtlReply* out) {
     }
     case MigrateAction::kDrop: {
       StopPuller(p);
+      ctx_->intents->Forget(p);
       if (ctx_->directory->Owns(p)) {
         return Status::InvalidArgument("node " + std::to_string(ctx_->self) + " serves " +
                                        p.ToString() + ": its copy is not dropped");

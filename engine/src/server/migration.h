@@ -63,6 +63,10 @@ class Migrations {
   // The test hook (crash_at).
   void Hook(const char* step) const;
 
+  // Passes the ends of transactions whose intents moved to `node` on to it (INTENT_FORWARD,
+  // IntentTable::ForwardFn): queued for a thread of their own, never waited for.
+  void ForwardIntentEnds(uint32_t node, IntentTable::Released released);
+
   // Starts the hot-partition rebalancer loop (ramp/rebalance.h) on its own thread: every
   // interval, if this is the lowest-numbered server that answers, it plans and makes the
   // moves one by one.
@@ -76,8 +80,11 @@ class Migrations {
   void Run(MigrationState m);  // from kCopying on
   using Clock = std::chrono::steady_clock;
   // started, paused: when the move started and when writes stopped (logged), if known.
+  // intents: the holders the source exported at its release (nullptr: not known, after the
+  // home's restart; the source is asked again).
   void Complete(const MigrationState& m, const Clock::time_point* started = nullptr,
-                const Clock::time_point* paused = nullptr);
+                const Clock::time_point* paused = nullptr,
+                const std::vector<protocol::MovedIntent>* intents = nullptr);
   void RollBack(const MigrationState& m, const std::string& why, bool source_released);
   // One step at a server, once / until applied (false: stopping).
   Status Ctl(uint32_t node, const protocol::MigrateCtl& m, protocol::MigrateCtlReply* out);
@@ -87,6 +94,7 @@ class Migrations {
   void PullRounds(Puller* p);
   void RebalanceLoop(int interval_ms, double threshold, int cooldown_ms);
   bool Sleep(int ms);
+  void ForwardLoop();
 
   ServerContext* const ctx_;
   const ClientOptions peer_;
@@ -100,6 +108,11 @@ class Migrations {
   };
   std::vector<Task> threads_;
   std::map<PartitionId, std::shared_ptr<Puller>> pullers_;  // target side
+  // ForwardIntentEnds: by node, sent by forward_thread_ (started at the first use).
+  std::mutex forward_mu_;
+  std::condition_variable forward_cv_;
+  std::map<uint32_t, IntentTable::Released> forward_queue_;
+  std::thread forward_thread_;
 };
 
 }  // namespace ramp::server

@@ -98,6 +98,8 @@ Status RequestHandler::HandleNow(Session& session, std::string_view message, std
       return OnIntentRelease(session, h, body, reply);
     case Op::kWaitsFor:
       return OnWaitsFor(h, body, reply);
+    case Op::kIntentForward:
+      return OnIntentForward(h, body, reply);
     case Op::kStatus:
       return OnStatus(h, reply);
     case Op::kPartitions:

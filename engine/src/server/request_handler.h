@@ -17,6 +17,10 @@ namespace ramp::server {
 // (request_handler_intents.cpp; the intent table sends it for requests that waited).
 void EncodeIntentGrant(const ServerContext& ctx, const protocol::Header& h, const PartitionId& part,
                        std::string_view key, std::string* reply);
+// The MOVED reply to a queued intent request whose partition left this server (the intent
+// table sends it at the release: the client asks the new owner).
+void EncodeIntentMoved(const ServerContext& ctx, const protocol::Header& h, const PartitionId& part,
+                       std::string* reply);
 
 class RequestHandler {
  public:
@@ -53,6 +57,7 @@ class RequestHandler {
   Status OnIntentRelease(Session& s, const protocol::Header& h, std::string_view body,
                          std::string* reply);
   Status OnWaitsFor(const protocol::Header& h, std::string_view body, std::string* reply);
+  Status OnIntentForward(const protocol::Header& h, std::string_view body, std::string* reply);
   Status OnStatus(const protocol::Header& h, std::string* reply);
   Status OnPartitions(const protocol::Header& h, std::string* reply);
   Status OnDropKeyspace(const protocol::Header& h, std::string_view body, std::string* reply);

@@ -21,6 +21,17 @@ void EncodeIntentGrant(const ServerContext& ctx, const Header& h, const Partitio
   protocol::Encode(g, reply);
 }
 
+void EncodeIntentMoved(const ServerContext& ctx, const Header& h, const PartitionId& part,
+                       std::string* reply) {
+  uint32_t hint = 0;
+  uint64_t epoch = 0;
+  ctx.directory->Owns(part, &hint, &epoch);
+  protocol::EncodeErrorReply(
+      h, ctx.clock->Peek(),
+      Status::Moved("partition " + part.ToString() + " is served by node " + std::to_string(hint)),
+      reply);
+}
+
 Status RequestHandler::OnIntent(Session& s, const Header& h, std::string_view body,
                                 std::string* reply) {
   protocol::IntentRequest req;
@@ -36,13 +47,8 @@ Status RequestHandler::OnIntent(Session& s, const Header& h, std::string_view bo
     ErrorReply(h, st, reply);
     return Status::OK();
   }
-  uint32_t hint = 0;
-  uint64_t epoch = 0;
-  if (!ctx_->directory->Owns(req.part, &hint, &epoch)) {
-    ErrorReply(h,
-               Status::Moved("partition " + req.part.ToString() + " is served by node " +
-                             std::to_string(hint)),
-               reply);
+  if (!ctx_->directory->Owns(req.part)) {
+    EncodeIntentMoved(*ctx_, h, req.part, reply);
     return Status::OK();
   }
   const bool wait = (req.flags & protocol::kIntentWait) != 0;
@@ -56,6 +62,9 @@ Status RequestHandler::OnIntent(Session& s, const Header& h, std::string_view bo
       return Status::OK();
     case IntentTable::Outcome::kQueued:
       return Status::OK();  // the grant is the reply
+    case IntentTable::Outcome::kMoved:
+      EncodeIntentMoved(*ctx_, h, req.part, reply);
+      return Status::OK();
     case IntentTable::Outcome::kHeld:
       break;
   }
@@ -89,6 +98,20 @@ Status RequestHandler::OnWaitsFor(const Header& h, std::string_view body, std::s
   protocol::EncodeHeader(protocol::ReplyTo(h, Clock(), static_cast<uint32_t>(r.edges.size())),
                          reply);
   protocol::Encode(r, reply);
+  return Status::OK();
+}
+
+// From the server a moved partition's holders asked (their client ended the transaction or
+// closed its last connection there): the intents that moved here are released.
+Status RequestHandler::OnIntentForward(const Header& h, std::string_view body, std::string* reply) {
+  protocol::IntentForward req;
+  RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &req));
+  if (Status st = CheckBatch(req.released.size()); !st.ok()) {
+    ErrorReply(h, st, reply);
+    return Status::OK();
+  }
+  for (const auto& [owner, part] : req.released) ctx_->intents->ReleaseForwarded(owner, part);
+  protocol::EncodeHeader(protocol::ReplyTo(h, Clock()), reply);
   return Status::OK();
 }
 

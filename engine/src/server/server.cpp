@@ -100,7 +100,14 @@ Status Server::Init(const ServerOptions& options) {
   ctx_.locks = &locks_;
   intents_ = std::make_unique<IntentTable>(
       [this](const protocol::Header& h, const PartitionId& part, std::string_view key,
-             std::string* reply) { EncodeIntentGrant(ctx_, h, part, key, reply); });
+             std::string* reply) { EncodeIntentGrant(ctx_, h, part, key, reply); },
+      [this](const protocol::Header& h, const PartitionId& part, std::string* reply) {
+        EncodeIntentMoved(ctx_, h, part, reply);
+      },
+      [this](uint32_t node, IntentTable::Released released) {
+        if (ctx_.migrations != nullptr)
+          ctx_.migrations->ForwardIntentEnds(node, std::move(released));
+      });
   ctx_.intents = intents_.get();
   // COMMITs are acknowledged before their sync (request_durability.cpp): a transaction the
   // log holds prepared and undecided may have been committed and seen. Reads of its
