@@ -247,7 +247,11 @@ void Client::ReleaseIntents(uint64_t owner) {
     if (c.Call(node, c.WriteChannel(), Op::kIntentRelease, 0, body, &id).ok()) ids.push_back(id);
   }
   c.intent_nodes.erase(it);
-  if (!c.Wait(ids).ok()) return;  // best effort: a server that went away released them
+  if (!c.Wait(ids).ok()) {
+    // Best effort: a server that went away released them. Late replies are dropped.
+    for (uint64_t id : ids) c.calls.erase(id);
+    return;
+  }
   for (uint64_t id : ids) {
     PendingCall reply;
     (void)c.TakeReply(id, &reply);
