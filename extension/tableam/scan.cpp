@@ -646,7 +646,14 @@ bool ScanSampleNextTuple(TableScanDesc scan, struct SampleScanState* scanstate,
 bool TupleTidValid(TableScanDesc scan, ItemPointer tid) {
   uint64_t rowid = 0;
   if (!RowIdOfTid(tid, &rowid)) return false;
-  return Boundary([&] { return rowid / kRowsPerBlock < StateOf(scan).Blocks(); });
+  return Boundary([&] {
+    TableScan& s = StateOf(scan);
+    // A table created by this transaction holds only its own rows, which a scan reads from
+    // the transaction (Blocks() is 0 for it); their ids come from the same sequence, whose
+    // high-water mark covers them (WHERE CURRENT OF on such a table checks its TID here).
+    const uint64_t blocks = s.ks.fresh ? BlocksBelow(HighWater(s.ks)) : s.Blocks();
+    return rowid / kRowsPerBlock < blocks;
+  });
 }
 
 void TupleGetLatestTid(TableScanDesc scan, ItemPointer tid) {

@@ -119,6 +119,25 @@ SELECT currtid2('cur_tid'::text, ctid) = ctid AS own_tid_valid FROM cur_tid;
 SELECT currtid2('cur_tid'::text, '(100000,1)'::tid);
 DROP TABLE cur_tid;
 
+-- WHERE CURRENT OF on tables created in the same transaction, after fetching backwards into
+-- an earlier child of an inheritance tree (PostgreSQL's portals test, bug #15395): the TID
+-- check of a table that has only the transaction's own rows found no blocks and refused it.
+BEGIN;
+CREATE TABLE current_check (currentid int, payload text) USING ramp;
+CREATE TABLE current_check_1 () INHERITS (current_check) USING ramp;
+CREATE TABLE current_check_2 () INHERITS (current_check) USING ramp;
+INSERT INTO current_check_1 SELECT i, 'p' || i FROM generate_series(1,9) i;
+INSERT INTO current_check_2 SELECT i, 'P' || i FROM generate_series(10,19) i;
+DECLARE c1 SCROLL CURSOR FOR SELECT * FROM current_check;
+FETCH ABSOLUTE 12 FROM c1;
+FETCH ABSOLUTE 8 FROM c1;
+DELETE FROM current_check WHERE CURRENT OF c1 RETURNING *;
+FETCH ABSOLUTE 13 FROM c1;
+FETCH ABSOLUTE 1 FROM c1;
+DELETE FROM current_check WHERE CURRENT OF c1 RETURNING *;
+SELECT * FROM current_check ORDER BY currentid;
+ROLLBACK;
+
 DROP MATERIALIZED VIEW cur_mv;
 DROP VIEW cur_sorted_ramp, cur_sorted_heap;
 DROP FUNCTION cursor_walk(regclass);
