@@ -651,7 +651,10 @@ bool TupleTidValid(TableScanDesc scan, ItemPointer tid) {
     // A table created by this transaction holds only its own rows, which a scan reads from
     // the transaction (Blocks() is 0 for it); their ids come from the same sequence, whose
     // high-water mark covers them (WHERE CURRENT OF on such a table checks its TID here).
-    const uint64_t blocks = s.ks.fresh ? BlocksBelow(HighWater(s.ks)) : s.Blocks();
+    // This backend allocated every id of such a table and noted the mark then: no read.
+    uint64_t hw = 0;
+    if (s.ks.fresh && !CachedHighWater(s.ks.id, std::chrono::hours(24), &hw)) hw = HighWater(s.ks);
+    const uint64_t blocks = s.ks.fresh ? BlocksBelow(hw) : s.Blocks();
     return rowid / kRowsPerBlock < blocks;
   });
 }

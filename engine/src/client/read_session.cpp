@@ -107,6 +107,7 @@ struct ReadSession::State {
   // Transactions this statement reads around (see NoteRead): their versions are never
   // returned, rows they wrote are read as they were before them.
   std::unordered_set<Timestamp, TimestampHash> excluded;
+  std::vector<RowRef> siblings;  // NoteRead's, reused
   Status NoteRead(const RowRef& row, const Timestamp& ts, std::string_view metadata, bool* exclude);
 };
 
@@ -137,15 +138,21 @@ Status ReadSession::State::NoteRead(const RowRef& row, const Timestamp& ts,
   }
   // Bulk writes name partitions, not keys: nothing per row to check. Their mode byte says so
   // without decoding the partition list of every row a scan-sized fetch reads.
-  if (metadata.empty() || ts.zero() ||
-      static_cast<uint8_t>(metadata[0]) != static_cast<uint8_t>(record::Metadata::Mode::kKeys)) {
+  record::Metadata md;
+  const bool names_keys =
+      !metadata.empty() && !ts.zero() &&
+      static_cast<uint8_t>(metadata[0]) == static_cast<uint8_t>(record::Metadata::Mode::kKeys) &&
+      record::DecodeMetadata(metadata, &md).ok();
+  if (!names_keys) {
     statement_read[row] = ts;
     return Status::OK();
   }
-  record::Metadata md;
-  if (!record::DecodeMetadata(metadata, &md).ok()) {
-    statement_read[row] = ts;
-    return Status::OK();
+  // The sibling rows (not index entries or sequences), decoded once for both passes below.
+  siblings.clear();
+  for (const auto& sib : md.keys) {
+    uint64_t sib_rowid = 0;
+    if (!DecodeRowKey(sib.key, &sib_rowid)) continue;
+    if (const RowRef ref{sib.keyspace, sib_rowid}; !(ref == row)) siblings.push_back(ref);
   }
   // A commit younger than this may still be on its way to some partitions; older ones
   // are complete (unless their client died mid-commit), and their deletions may have been
@@ -153,11 +160,7 @@ Status ReadSession::State::NoteRead(const RowRef& row, const Timestamp& ts,
   const bool recent = ts.time + (kInFlightCommitMs << 16) > HybridClock::PhysicalNow();
   // First whether the statement already read around this transaction's writes, then (only
   // if not) the bounds its metadata sets.
-  for (const auto& sib : md.keys) {
-    uint64_t sib_rowid = 0;
-    if (!DecodeRowKey(sib.key, &sib_rowid)) continue;  // index entries, sequences
-    const RowRef ref{sib.keyspace, sib_rowid};
-    if (ref == row) continue;
+  for (const RowRef& ref : siblings) {
     auto read = statement_read.find(ref);
     if (read != statement_read.end() && read->second < ts && (!read->second.zero() || recent)) {
       excluded.insert(ts);
@@ -166,11 +169,7 @@ Status ReadSession::State::NoteRead(const RowRef& row, const Timestamp& ts,
     }
   }
   statement_read[row] = ts;
-  for (const auto& sib : md.keys) {
-    uint64_t sib_rowid = 0;
-    if (!DecodeRowKey(sib.key, &sib_rowid)) continue;
-    const RowRef ref{sib.keyspace, sib_rowid};
-    if (ref == row) continue;
+  for (const RowRef& ref : siblings) {
     auto [need, inserted] = statement_need.emplace(ref, ts);
     if (!inserted && need->second < ts) need->second = ts;
   }
