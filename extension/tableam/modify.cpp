@@ -238,12 +238,35 @@ namespace {
 // one TID for both. Statement triggers are fine, with transition tables too (the views'
 // triggers): NEW rows are captured from the executor's slot, and OLD by TID right after the
 // update, while the TID still stands for the version it replaced (fetch.cpp, AnyVisibility).
+// Foreign-key triggers are fine too, so that a table with foreign keys keeps its updates in
+// place (a concurrent writer of the row then follows the update instead of failing with
+// 40001): an UPDATE queues their event only when a key column changed (or the row is the
+// transaction's own, which is never updated in place). On the referenced side the key has a
+// unique index, and on the referencing side UpdateInPlace counts the foreign key's columns
+// as indexed ones, so an update that queues such an event always moves the row.
 bool HasRowTriggers(Relation rel) {
   const TriggerDesc* t = rel->trigdesc;
-  return t != nullptr &&
-         (t->trig_insert_before_row || t->trig_insert_after_row || t->trig_insert_instead_row ||
-          t->trig_update_before_row || t->trig_update_after_row || t->trig_update_instead_row ||
-          t->trig_delete_before_row || t->trig_delete_after_row || t->trig_delete_instead_row);
+  if (t == nullptr) return false;
+  for (int i = 0; i < t->numtriggers; ++i) {
+    const Trigger& trigger = t->triggers[i];
+    if (TRIGGER_FOR_ROW(trigger.tgtype) &&
+        RI_FKey_trigger_type(trigger.tgfoid) == RI_TRIGGER_NONE) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Adds the referencing columns of rel's foreign keys to *columns (offset as
+// RelationGetIndexAttrBitmap's are).
+void AddForeignKeyColumns(Relation rel, Bitmapset** columns) {
+  ListCell* lc = nullptr;
+  foreach (lc, RelationGetFKeyList(rel)) {
+    const auto* fk = static_cast<const ForeignKeyCacheInfo*>(lfirst(lc));
+    for (int i = 0; i < fk->nkeys; ++i) {
+      *columns = bms_add_member(*columns, fk->conkey[i] - FirstLowInvalidHeapAttributeNumber);
+    }
+  }
 }
 
 // An UPDATE may keep the row id (like heap's HOT) when no column of any index changes, the
@@ -267,6 +290,10 @@ bool UpdateInPlace(Relation rel, ItemPointer otid, TupleTableSlot* slot, Command
   ramp::Timestamp expected;
   const bool have_expected = RecallVersion(ks.id, rowid, &expected);
   Bitmapset* indexed = RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_ALL);
+  // The referencing columns of the table's foreign keys: a change of one queues the check
+  // trigger, which reads NEW by TID after the command, when the TID of a row updated in place
+  // still gives the old version (HasRowTriggers).
+  AddForeignKeyColumns(rel, &indexed);
   if (indexed != nullptr || !have_expected) {
     RowVersion old;
     if (!FetchRow(ks, ramp::Visibility{}, rowid, &old, nullptr)) {

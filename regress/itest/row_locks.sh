@@ -10,7 +10,9 @@
 #     the waiter goes on;
 #  5. SELECT FOR UPDATE blocks; NOWAIT fails with 55P03; SKIP LOCKED skips the row;
 #  6. a row lock held while its partition moves to another server still makes the next
-#     writer wait (the intents move with the partition, DESIGN §7).
+#     writer wait (the intents move with the partition, DESIGN §7);
+#  7. the same as 1 on tables with foreign keys (their row triggers), referencing and
+#     referenced side: the second writer follows the update instead of failing with 40001.
 # "Waits" is checked as "has not finished after a while, and finishes once the holder ends".
 . "$(dirname "$0")/lib.sh"
 
@@ -178,6 +180,26 @@ expect_not_in "$(session_last s4)" "ERROR" "the UPDATE waiting across the move f
 session_close s4
 mv_bal="$(psql_in a -c "SELECT bal FROM mv WHERE id = 1")"
 [ "$mv_bal" = 11 ] || fail "mv's row is $mv_bal after +1 and +10 across a move, expected 11"
+
+log "7. tables with foreign keys: a second writer follows the update"
+# On server a only: the primary key's btree is local to it.
+psql_in a -c "CREATE TABLE fkp (id int PRIMARY KEY, bal int) USING ramp;
+              CREATE TABLE fkc (id int, pid int REFERENCES fkp, bal int) USING ramp;
+              INSERT INTO fkp VALUES (1, 0), (2, 0); INSERT INTO fkc VALUES (1, 1, 0)"
+session_send s1 "BEGIN; UPDATE fkp SET bal = bal + 1 WHERE id = 1; UPDATE fkc SET bal = bal + 1 WHERE id = 1;"
+session_wait s1
+session_send s2 "UPDATE fkp SET bal = bal + 10 WHERE id = 1; UPDATE fkc SET bal = bal + 10 WHERE id = 1;"
+still_running s2 "an UPDATE of a referenced row did not wait for the first transaction"
+session_send s1 "COMMIT;"
+session_wait s1
+session_wait s2
+expect_not_in "$(session_last s2)" "ERROR" "the waiting UPDATEs of tables with foreign keys failed"
+fk_bal="$(psql_in a -c "SELECT p.bal || ' ' || c.bal FROM fkp p, fkc c WHERE p.id = 1 AND c.id = 1")"
+[ "$fk_bal" = "11 11" ] || fail "referenced and referencing rows are '$fk_bal' after +1 and +10, expected '11 11'"
+# The key is still checked when the referencing column changes (that update moves the row).
+psql_in a -c "UPDATE fkc SET pid = 3 WHERE id = 1" >"$ITEST_DIR/fk_missing.out" 2>&1 &&
+  fail "an UPDATE to a missing key was accepted"
+expect_in "$ITEST_DIR/fk_missing.out" "violates foreign key constraint" "no foreign-key error for a missing key"
 session_close s1
 session_close s2
 log "row_locks: ok"
