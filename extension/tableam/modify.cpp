@@ -50,7 +50,10 @@ TM_Result SelfModified(TM_FailureData* tmfd, ItemPointer tid, CommandId cmax) {
 constexpr size_t kMaxCommandDeletes = 64;
 
 // Deletes the row at tid in the transaction's buffer (and its ramp_hash entries).
-TM_Result DeleteRow(Relation rel, ItemPointer tid, CommandId cid, TM_FailureData* tmfd) {
+// moved: the row lives on under a new row id (an UPDATE) or in another partition; its
+// tombstone says so (ramp::kMovedTombstone), for writers waiting for it.
+TM_Result DeleteRow(Relation rel, ItemPointer tid, CommandId cid, TM_FailureData* tmfd,
+                    bool moved) {
   uint64_t rowid = 0;
   if (!RowIdOfTid(tid, &rowid)) {
     FillFailure(tmfd, tid, InvalidCommandId);
@@ -70,7 +73,7 @@ TM_Result DeleteRow(Relation rel, ItemPointer tid, CommandId cid, TM_FailureData
     if (own->in_place) {
       // Updated in place by an earlier command: deleting it deletes the committed version
       // that update read (its expected version stays).
-      x.writes.Delete(ks, key, cid, sub, true, nullptr);
+      x.writes.Delete(ks, key, cid, sub, true, nullptr, moved);
       return TM_Ok;
     }
     if (own->deleted) {
@@ -104,7 +107,7 @@ TM_Result DeleteRow(Relation rel, ItemPointer tid, CommandId cid, TM_FailureData
     if (!have_expected) expected = row.ts;
     value = std::move(row.value);
   }
-  x.writes.Delete(ks, key, cid, sub, true, &expected);
+  x.writes.Delete(ks, key, cid, sub, true, &expected, moved);
   if (indexed) DeleteEntriesOfRow(rel, rowid, value, cid, true);
   if (x.command_deletes_cid != cid) {
     x.command_deletes.clear();
@@ -226,7 +229,7 @@ TM_Result TupleDelete(Relation rel, ItemPointer tid, CommandId cid, Snapshot sna
   const TM_Result result = Boundary([&] {
     const TM_Result locked = LockForWrite(rel, tid, ramp::IntentMode::kExclusive, tmfd);
     if (locked != TM_Ok) return locked;
-    return DeleteRow(rel, tid, cid, tmfd);
+    return DeleteRow(rel, tid, cid, tmfd, changingPart);
   });
   if (result == TM_Ok) pgstat_count_heap_delete(rel);
   return result;
@@ -382,7 +385,7 @@ TM_Result TupleUpdate(Relation rel, ItemPointer otid, TupleTableSlot* slot, Comm
     return TM_Ok;
   }
   const TM_Result result = Boundary([&] {
-    const TM_Result deleted = DeleteRow(rel, otid, cid, tmfd);
+    const TM_Result deleted = DeleteRow(rel, otid, cid, tmfd, /*moved=*/true);
     if (deleted != TM_Ok) return deleted;
     InsertSlots(rel, &slot, 1, cid);
     CarryLock(rel, otid, slot, cid);
@@ -428,6 +431,7 @@ TM_Result LockCommittedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t r
   // one (UPDATE/DELETE prefetched it before returning TM_Updated), or read now.
   ramp::RowResult latest;
   bool known = false;
+  const bool moved = lock.taken_now && lock.moved();
   if (lock.taken_now) {
     latest.found = lock.live;
     latest.ts = lock.latest;
@@ -465,6 +469,13 @@ TM_Result LockCommittedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t r
   }
   if (!latest.found) {
     if (!have_read) return TM_Deleted;
+    // Deleted (the grant says it was not moved): heap's TM_Deleted, READ COMMITTED skips
+    // the row. Moved, or not known which: 40001.
+    if (lock.taken_now && !moved) {
+      x.locked_deleted.insert({ks.id, rowid});
+      FillFailure(tmfd, tid, InvalidCommandId);
+      return TM_Deleted;
+    }
     throw RowGone(rel, rowid);
   }
   if (!have_read || read == latest.ts) {

@@ -74,6 +74,7 @@ void EnsureIntentOwner(XactState& x, ramp::Client& client) {
     // intents when its connections closed. The commit's version check still guards.
     x.intents.clear();
     x.locked_latest.clear();
+    x.locked_deleted.clear();
     x.key_intents.clear();
     x.intent_owner = 0;
   }
@@ -186,6 +187,19 @@ bool LockKey(const ramp::KeyspaceRef& ks, std::string_view key, ramp::IntentMode
   return true;
 }
 
+namespace {
+
+// Heap's TM_Deleted for a row another transaction deleted.
+TM_Result Deleted(ItemPointer tid, TM_FailureData* tmfd) {
+  tmfd->ctid = *tid;
+  tmfd->xmax = InvalidTransactionId;
+  tmfd->cmax = InvalidCommandId;
+  tmfd->traversed = false;
+  return TM_Deleted;
+}
+
+}  // namespace
+
 TM_Result LockForWrite(Relation rel, ItemPointer tid, ramp::IntentMode mode, TM_FailureData* tmfd) {
   if (!guc::row_locks) return TM_Ok;
   uint64_t rowid = 0;
@@ -203,6 +217,7 @@ TM_Result LockForWrite(Relation rel, ItemPointer tid, ramp::IntentMode mode, TM_
   if (!lock.taken_now) {
     // Held already (locked by the executor's fetch of the row, FetchLockedRow, by a FOR
     // UPDATE, or this is the write after EvalPlanQual): what its grant said is the newest.
+    if (Xact().locked_deleted.count({ks.id, rowid}) != 0) return Deleted(tid, tmfd);
     const auto it = Xact().locked_latest.find({ks.id, rowid});
     if (!have_read || it == Xact().locked_latest.end() || it->second == read) return TM_Ok;
     tmfd->ctid = *tid;
@@ -222,7 +237,11 @@ TM_Result LockForWrite(Relation rel, ItemPointer tid, ramp::IntentMode mode, TM_
   if (!have_read) return TM_Ok;  // the write path reads and checks it
   // Changed since this statement read it (by the holder we waited for, or by a commit
   // between the read and the lock): EvalPlanQual in READ COMMITTED, 40001 otherwise.
-  if (!lock.live) throw RowGone(rel, rowid);
+  if (lock.moved()) throw RowGone(rel, rowid);
+  if (!lock.live) {
+    Xact().locked_deleted.insert({ks.id, rowid});
+    return Deleted(tid, tmfd);
+  }
   // For TupleLock, which the executor calls next to follow the update (EvalPlanQual).
   Session::Get().reads().Prefetch(ks.id, rowid, lock.latest, true, std::move(lock.value));
   tmfd->ctid = *tid;  // an update in place keeps the row id: the newest version is at this TID
@@ -243,7 +262,10 @@ bool FetchLockedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid,
   ramp::Timestamp read;
   const bool have_read = RecallVersion(ks.id, rowid, &read);
   if (!lock.live) {
-    if (have_read) throw RowGone(rel, rowid);
+    if (have_read && lock.moved()) throw RowGone(rel, rowid);
+    // Deleted: the caller hands out the version its statement read, and the write that
+    // follows is told TM_Deleted (LockForWrite).
+    if (have_read) Xact().locked_deleted.insert({ks.id, rowid});
     return false;
   }
   // The newest version, which the lock keeps: the write's re-reads and EvalPlanQual's find it

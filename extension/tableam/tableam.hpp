@@ -74,6 +74,9 @@ struct RowLock {
   bool live = false;
   ramp::Timestamp latest;
   std::string value;
+  // Not live because an UPDATE gave the row a new row id (or another partition), not because
+  // it was deleted (ramp::kMovedTombstone).
+  bool moved() const { return !live && value == ramp::kMovedTombstone; }
 };
 ramp::IntentMode IntentModeOf(LockTupleMode mode);
 // Takes the row's intent, waiting for other holders as the policy says: false for SKIP
@@ -98,8 +101,9 @@ TM_Result LockForWrite(Relation rel, ItemPointer tid, ramp::IntentMode mode, TM_
 // table or row of this transaction, the lock held already).
 bool FetchLockedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid,
                     TupleTableSlot* slot);
-// The 40001 error for a row that a concurrent transaction deleted (or moved to a new row id)
-// while this one waited for it or after this statement read it.
+// The 40001 error for a row that a concurrent transaction moved to a new row id while this one
+// waited for it or after this statement read it (heap follows the update; a ramp row has no
+// link to its new row id). A row it deleted is heap's TM_Deleted instead.
 RampError RowGone(Relation rel, uint64_t rowid);
 
 // ---- callbacks, grouped by file ----

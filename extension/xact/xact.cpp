@@ -49,6 +49,7 @@ void ReleaseRowLocks() noexcept {
   current->intent_owner = 0;
   current->intents.clear();
   current->locked_latest.clear();
+  current->locked_deleted.clear();
   current->key_intents.clear();
 }
 

@@ -66,6 +66,10 @@ struct XactState {
   // The newest committed version of rows locked in a mode no writer can get past (share or
   // stronger), as the lock's grant (or a read under it) told it: it cannot change any more.
   std::map<std::pair<ramp::KeyspaceId, uint64_t>, ramp::Timestamp> locked_latest;
+  // Rows read by this transaction whose lock's grant found them deleted by another one (not
+  // moved to a new row id): writing or locking them is heap's TM_Deleted (READ COMMITTED
+  // skips the row, the executor raises 40001 under REPEATABLE READ).
+  std::set<std::pair<ramp::KeyspaceId, uint64_t>> locked_deleted;
   // Intents on keys that are not rows (tam::LockKey: materialized views' waits), by mode.
   std::map<std::pair<ramp::KeyspaceId, std::string>, ramp::IntentMode> key_intents;
   // Rows tuple_lock handed to a locker of this transaction (ON CONFLICT DO UPDATE, BEFORE

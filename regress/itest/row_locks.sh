@@ -12,7 +12,10 @@
 #  6. a row lock held while its partition moves to another server still makes the next
 #     writer wait (the intents move with the partition, DESIGN §7);
 #  7. the same as 1 on tables with foreign keys (their row triggers), referencing and
-#     referenced side: the second writer follows the update instead of failing with 40001.
+#     referenced side: the second writer follows the update instead of failing with 40001;
+#  8. a row the holder deleted: a waiting UPDATE, DELETE or FOR UPDATE skips it (heap's
+#     TM_Deleted), REPEATABLE READ fails with 40001; a row an UPDATE moved to a new row id
+#     still fails the waiter with 40001 (no link to its new row id).
 # "Waits" is checked as "has not finished after a while, and finishes once the holder ends".
 . "$(dirname "$0")/lib.sh"
 
@@ -137,6 +140,8 @@ session_wait s2
 expect_not_in "$(session_last s2)" "ERROR" "the waiter failed after the holder was killed"
 [ "$(bal 11)" = 10 ] || fail "row 11 is $(bal 11), expected 10 (the killed holder's change must not commit)"
 session_close s3
+# The kill made b restart its backends (crash recovery): wait until it takes connections.
+for _ in $(seq 1 120); do psql_in b -c "SELECT 1" >/dev/null 2>&1 && break; sleep 0.5; done
 
 log "5. FOR UPDATE blocks; NOWAIT fails; SKIP LOCKED skips"
 session_send s1 "BEGIN; SELECT id FROM acct WHERE id = 12 FOR UPDATE;"
@@ -200,6 +205,45 @@ fk_bal="$(psql_in a -c "SELECT p.bal || ' ' || c.bal FROM fkp p, fkc c WHERE p.i
 psql_in a -c "UPDATE fkc SET pid = 3 WHERE id = 1" >"$ITEST_DIR/fk_missing.out" 2>&1 &&
   fail "an UPDATE to a missing key was accepted"
 expect_in "$ITEST_DIR/fk_missing.out" "violates foreign key constraint" "no foreign-key error for a missing key"
+
+log "8. a row the holder deleted is skipped by the waiters; a moved one fails them"
+psql_in a -c "CREATE TABLE gone (id int, bal int) USING ramp; CREATE INDEX ON gone (bal);
+              INSERT INTO gone SELECT g, 0 FROM generate_series(1, 4) g"
+waits_for_delete() {  # waits_for_delete ID STATEMENT: the statement waits for a DELETE of row ID
+  session_send s1 "BEGIN; DELETE FROM gone WHERE id = $1;"
+  session_wait s1
+  session_send s2 "$2"
+  still_running s2 "a writer of row $1 being deleted did not wait: $2"
+  session_send s1 "COMMIT;"
+  session_wait s1
+  session_wait s2
+  expect_not_in "$(session_last s2)" "ERROR" "a writer waiting for a row deleted meanwhile failed (heap skips it): $2"
+  expect_not_in "$(session_last s2)" "again" "a row deleted meanwhile was written or locked again: $2"
+}
+waits_for_delete 1 "UPDATE gone SET id = id WHERE id = 1 RETURNING 'again';"
+waits_for_delete 2 "DELETE FROM gone WHERE id = 2 RETURNING 'again';"
+waits_for_delete 3 "SELECT 'again' FROM gone WHERE id = 3 FOR UPDATE;"
+session_send s1 "BEGIN; DELETE FROM gone WHERE id = 4;"
+session_wait s1
+session_send s2 "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1; UPDATE gone SET bal = 1 WHERE id = 4;"
+still_running s2 "a REPEATABLE READ UPDATE of a row being deleted did not wait"
+session_send s1 "COMMIT;"
+session_wait s1
+session_send s2 "ROLLBACK;"
+session_wait s2
+expect_in "$(session_last s2)" "ERROR: +40001: could not serialize access due to concurrent delete" \
+  "REPEATABLE READ did not fail with 40001 for a row deleted meanwhile"
+psql_in a -c "INSERT INTO gone VALUES (5, 0)"
+session_send s1 "BEGIN; UPDATE gone SET bal = bal + 1 WHERE id = 5;"  # bal is indexed: a new row id
+session_wait s1
+session_send s2 "UPDATE gone SET bal = bal + 10 WHERE id = 5;"
+still_running s2 "an UPDATE of a row being moved did not wait"
+session_send s1 "COMMIT;"
+session_wait s1
+session_wait s2
+expect_in "$(session_last s2)" "ERROR: +40001" "a writer waiting for a row moved to a new row id was not failed (it must not skip it)"
+gone="$(psql_in a -c "SELECT string_agg(id || ':' || bal, ',' ORDER BY id) FROM gone")"
+[ "$gone" = "5:1" ] || fail "gone holds '$gone', expected '5:1'"
 session_close s1
 session_close s2
 log "row_locks: ok"

@@ -349,7 +349,9 @@ struct IntentResult {
   // it with the version it read); live is false for a deletion or a key never written.
   bool live = false;
   Timestamp latest;
-  std::string value;  // kGranted and live: the value of that version
+  // kGranted: the value of that version; a deletion's is empty, or kMovedTombstone when the
+  // row lives on under another key (ramp/write_batch.h).
+  std::string value;
   // kHeld / kDeadlock: who holds the key / the cycle, for messages.
   std::string detail;
 };

@@ -71,8 +71,12 @@ struct EntryKeyHash {
 // The buffered state of one row key.
 struct BatchEntry {
   std::string value;
-  bool inserted = false;      // holds a value written by this transaction (at insert_cid)
-  bool deleted = false;       // deleted by this transaction (at delete_cid)
+  bool inserted = false;  // holds a value written by this transaction (at insert_cid)
+  bool deleted = false;   // deleted by this transaction (at delete_cid)
+  // The deletion is half of an update that gave the row a new key (PostgreSQL: a new row id,
+  // or another partition): its tombstone says so (kMovedTombstone), and a writer that waited
+  // for the row fails instead of skipping it as deleted.
+  bool moved = false;
   bool remote = false;        // the key may have a committed version: a delete must be sent
   bool has_expected = false;  // the version this transaction read (write-write conflicts)
   // An update that kept the row id: value replaces the committed version `expected` at
@@ -86,6 +90,10 @@ struct BatchEntry {
   // a tombstone or the value.
   bool sent() const { return deleted ? remote : inserted; }
 };
+
+// The value of a tombstone written for a BatchEntry with `moved` (a plain deletion's is
+// empty). Whoever is granted the key's intent next reads it (IntentResult::value).
+inline constexpr std::string_view kMovedTombstone = "moved";
 
 // Which buffered row writes a reader sees.
 struct Visibility {
@@ -168,9 +176,10 @@ class WriteBatch {
   Status UpdateInPlace(const KeyspaceRef& ks, EntryKey key, std::string value, CommandId cid,
                        SubTxnId sub, const Timestamp& expected);
   // Deletes a key. remote: it may have a committed version on the cluster; expected: the
-  // version this transaction read (the commit fails with Conflict if it changed).
+  // version this transaction read (the commit fails with Conflict if it changed); moved: the
+  // row lives on under another key (BatchEntry::moved).
   void Delete(const KeyspaceRef& ks, EntryKey key, CommandId cid, SubTxnId sub, bool remote,
-              const Timestamp* expected);
+              const Timestamp* expected, bool moved = false);
 
   const BatchEntry* Find(KeyspaceId ks, EntryKey key) const {
     const Keyspace* k = Of(ks);

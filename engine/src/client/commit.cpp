@@ -33,7 +33,11 @@ Status CommitBatch(Client::Impl& c, const WriteBatch& batch, S2plLocks& locks,
       WriteItem& it = items.emplace_back();
       it.keyspace = id;
       it.key = row_keys.back();
-      if (!w.deleted) it.value = w.value;
+      if (!w.deleted) {
+        it.value = w.value;
+      } else if (w.moved) {
+        it.value = kMovedTombstone;
+      }
       it.tombstone = w.deleted;
       it.grouped = grouped;
       it.has_expected = w.has_expected;

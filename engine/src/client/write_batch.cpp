@@ -65,6 +65,7 @@ Status WriteBatch::Insert(const KeyspaceRef& ks, EntryKey key, std::string value
   w.inserted = true;
   w.insert_cid = cid;
   w.deleted = false;
+  w.moved = false;
   w.delete_cid = 0;
   return Status::OK();
 }
@@ -77,6 +78,7 @@ Status WriteBatch::UpdateInPlace(const KeyspaceRef& ks, EntryKey key, std::strin
   w.inserted = true;
   w.insert_cid = cid;
   w.deleted = false;
+  w.moved = false;
   w.delete_cid = 0;
   w.remote = true;
   w.in_place = true;
@@ -86,9 +88,10 @@ Status WriteBatch::UpdateInPlace(const KeyspaceRef& ks, EntryKey key, std::strin
 }
 
 void WriteBatch::Delete(const KeyspaceRef& ks, EntryKey key, CommandId cid, SubTxnId sub,
-                        bool remote, const Timestamp* expected) {
+                        bool remote, const Timestamp* expected, bool moved) {
   BatchEntry& w = Slot(ks, key, sub);
   w.deleted = true;
+  w.moved = moved;
   w.delete_cid = cid;
   if (remote) w.remote = true;
   if (expected != nullptr && !w.has_expected) {

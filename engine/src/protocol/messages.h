@@ -49,15 +49,15 @@ enum class Op : uint16_t {
   kScanOpen = 20,
   kScanNext = 21,
   kScanClose = 22,
-  kReadPages = 30,    // remote page I/O
-  kTxnState = 40,     // server to server: what a partition knows of a transaction
-  kMigrate = 50,      // start a migration of a partition (asked at its home)
-  kMigrations = 51,   // the migrations in flight (and recently finished) at this home
-  kMigrateCtl = 52,   // server to server: one step of a migration (home to source/target)
-  kLoadReport = 53,   // a client's one-sided (GET*) reads per partition, which servers never see
-  kProbe = 54,        // connect to these nodes' advertised endpoints now and say how it went
-  kPlacement = 55,    // home to client, unasked: new placements of partitions it looked up
-                      // (sent as a reply to request id 0; PlacementPush)
+  kReadPages = 30,   // remote page I/O
+  kTxnState = 40,    // server to server: what a partition knows of a transaction
+  kMigrate = 50,     // start a migration of a partition (asked at its home)
+  kMigrations = 51,  // the migrations in flight (and recently finished) at this home
+  kMigrateCtl = 52,  // server to server: one step of a migration (home to source/target)
+  kLoadReport = 53,  // a client's one-sided (GET*) reads per partition, which servers never see
+  kProbe = 54,       // connect to these nodes' advertised endpoints now and say how it went
+  kPlacement = 55,   // home to client, unasked: new placements of partitions it looked up
+                     // (sent as a reply to request id 0; PlacementPush)
   // server to server: the ends of transactions whose intents moved with a partition
   kIntentForward = 56,
 };
@@ -315,7 +315,7 @@ struct IntentReply {                       // count = holders
   uint8_t outcome = kIntentGranted;
   uint8_t live = 0;        // granted: the key's latest committed version is a live row
   Timestamp latest;        // granted: that version (zero: never written)
-  std::string_view value;  // granted and live: its value
+  std::string_view value;  // granted: its value (a deletion's: empty or kMovedTombstone)
   std::vector<IntentHolder> holders;
 };
 struct IntentReleaseRequest {

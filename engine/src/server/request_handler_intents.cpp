@@ -16,7 +16,7 @@ void EncodeIntentGrant(const ServerContext& ctx, const Header& h, const Partitio
   g.outcome = protocol::kIntentGranted;
   g.live = r.status == store::ReadStatus::kOk && (r.flags & record::kRecordTombstone) == 0;
   g.latest = r.ts;
-  if (g.live) g.value = r.value;
+  g.value = r.value;  // a deletion's: empty, or kMovedTombstone (ramp/write_batch.h)
   protocol::EncodeHeader(protocol::ReplyTo(h, ctx.clock->Peek()), reply);
   protocol::Encode(g, reply);
 }

@@ -57,7 +57,7 @@ void Partition::Get(const ReadItem& item, uint8_t flags, ReadResult* out) const 
   out->status = ReadStatus::kOk;
   out->flags = view.flags & record::kRecordTombstone;
   out->ts = view.ts;
-  if (!view.tombstone()) out->value = view.value;
+  out->value = view.value;  // a tombstone's too: empty, or kMovedTombstone
   out->metadata = view.metadata;
   if ((flags & kReadWantAddress) && found == slot->current) {
     out->address = {log_.arena_offset(rec), view.total_len, epoch_};
