@@ -388,6 +388,13 @@ TM_Result TupleUpdate(Relation rel, ItemPointer otid, TupleTableSlot* slot, Comm
     const TM_Result deleted = DeleteRow(rel, otid, cid, tmfd, /*moved=*/true);
     if (deleted != TM_Ok) return deleted;
     InsertSlots(rel, &slot, 1, cid);
+    // The old row's tombstone names the new row id: a writer waiting for the old row
+    // follows the update there (LockCommittedRow), as heap follows the ctid chain.
+    uint64_t old_rowid = 0;
+    uint64_t new_rowid = 0;
+    if (RowIdOfTid(otid, &old_rowid) && RowIdOfTid(&slot->tts_tid, &new_rowid)) {
+      Xact().writes.SetMovedTo(RelationKeyspace(rel).id, ramp::EntryKey{0, old_rowid}, new_rowid);
+    }
     CarryLock(rel, otid, slot, cid);
     return TM_Ok;
   });
@@ -417,21 +424,46 @@ namespace {
 // updates (READ COMMITTED: TUPLE_LOCK_FLAG_FIND_LAST_VERSION, then EvalPlanQual re-checks
 // it; ON CONFLICT DO UPDATE, flags 0, retries with it) -- it becomes the version this
 // statement sees of the row and the one its UPDATE/DELETE replaces; otherwise TM_Updated
-// (REPEATABLE READ: 40001). Deleted (or moved to a new row id) meanwhile: 40001, RowGone.
+// (REPEATABLE READ: 40001). Deleted meanwhile: TM_Deleted. Moved to a new row id meanwhile
+// (the old row's tombstone names it): followed there as heap follows a tuple's ctid chain
+// (*tid becomes the new row's TID), or TM_Updated; moved to another partition, or not known
+// which: 40001, RowGone. followed: rowid is where an earlier call followed a moved row to,
+// written by the commit at `moved_by`.
 TM_Result LockCommittedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid,
                            ItemPointer tid, Snapshot snapshot, TupleTableSlot* slot,
                            LockTupleMode mode, LockWaitPolicy wait_policy, uint8 flags,
-                           TM_FailureData* tmfd) {
+                           TM_FailureData* tmfd, int followed = 0, ramp::Timestamp moved_by = {}) {
+  XactState& x = Xact();
+  const bool find_last = (flags & TUPLE_LOCK_FLAG_FIND_LAST_VERSION) != 0;
+  // Goes on at the row's new row id (heap: the next tuple of the update chain).
+  auto follow_to = [&](uint64_t moved_to, const ramp::Timestamp& commit) -> TM_Result {
+    if (moved_to == 0 || followed >= 100) throw RowGone(rel, rowid);
+    if (!find_last) {
+      // REPEATABLE READ (the executor raises 40001), or ON CONFLICT DO UPDATE (it starts
+      // over and finds the row at its new row id through the index).
+      SetTid(&tmfd->ctid, moved_to);
+      tmfd->xmax = InvalidTransactionId;
+      tmfd->cmax = InvalidCommandId;
+      tmfd->traversed = false;
+      return TM_Updated;
+    }
+    SetTid(tid, moved_to);
+    return LockCommittedRow(rel, ks, moved_to, tid, snapshot, slot, mode, wait_policy, flags, tmfd,
+                            followed + 1, commit);
+  };
+  if (const auto m = x.locked_moved.find({ks.id, rowid}); m != x.locked_moved.end()) {
+    return follow_to(m->second.rowid, m->second.commit);  // learnt by LockForWrite / FetchLockedRow
+  }
   RowLock lock;
   if (!LockRow(rel, ks, rowid, IntentModeOf(mode), wait_policy, &lock)) return TM_WouldBlock;
   Session& session = Session::Get();
   ramp::ReadSession& reads = session.reads();
-  XactState& x = Xact();
   // The newest version, which the lock keeps as it is: told by this grant, or by an earlier
   // one (UPDATE/DELETE prefetched it before returning TM_Updated), or read now.
   ramp::RowResult latest;
   bool known = false;
-  const bool moved = lock.taken_now && lock.moved();
+  uint64_t moved_to = 0;
+  const bool moved = lock.taken_now && lock.moved(&moved_to);
   if (lock.taken_now) {
     latest.found = lock.live;
     latest.ts = lock.latest;
@@ -446,8 +478,18 @@ TM_Result LockCommittedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t r
       known = true;
     }
   }
+  // A grant older than a version this statement knows of: the commit that wrote it has not
+  // reached the row's server yet (a RAMP commit reaches its servers one by one), and its
+  // version, prepared there, is the newest (the lock keeps it so). The version known: the
+  // one the commit that moved the row here wrote, or the one the statement read.
+  ramp::Timestamp required = moved_by;
+  if (followed == 0) {
+    ramp::Timestamp read_before;
+    if (RecallVersion(ks.id, rowid, &read_before)) required = read_before;
+  }
+  if (known && latest.ts < required) known = false;
   if (!known) {
-    const ramp::RowRequest req{ks.id, rowid, {}};
+    const ramp::RowRequest req{ks.id, rowid, required};
     std::vector<ramp::RowResult> results;
     session.Check(
         reads.ReadRows(std::span<const ramp::RowRequest>(&req, 1), ramp::RowReads::kLatest,
@@ -457,10 +499,16 @@ TM_Result LockCommittedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t r
     latest = std::move(results[0]);
     if (mode != LockTupleKeyShare) x.locked_latest[{ks.id, rowid}] = latest.ts;
   }
-  // The version the locker holds: the one its statement read.
+  if (moved) {
+    // The write of the old row id that follows (LockForWrite) is told TM_Updated too.
+    if (followed == 0) x.locked_moved[{ks.id, rowid}] = {moved_to, latest.ts};
+    return follow_to(moved_to, latest.ts);
+  }
+  // The version the locker holds: the one its statement read (none for a row it followed
+  // an update to).
   ramp::Timestamp read;
-  bool have_read = RecallVersion(ks.id, rowid, &read);
-  if (!have_read) {
+  bool have_read = followed == 0 && RecallVersion(ks.id, rowid, &read);
+  if (!have_read && followed == 0) {
     RowVersion row;
     if (FetchRow(ks, VisibilityOf(snapshot), rowid, &row, nullptr)) {
       read = row.ts;
@@ -470,30 +518,30 @@ TM_Result LockCommittedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t r
   if (!latest.found) {
     if (!have_read) return TM_Deleted;
     // Deleted (the grant says it was not moved): heap's TM_Deleted, READ COMMITTED skips
-    // the row. Moved, or not known which: 40001.
-    if (lock.taken_now && !moved) {
+    // the row. Not known which: 40001.
+    if (lock.taken_now) {
       x.locked_deleted.insert({ks.id, rowid});
       FillFailure(tmfd, tid, InvalidCommandId);
       return TM_Deleted;
     }
     throw RowGone(rel, rowid);
   }
-  if (!have_read || read == latest.ts) {
+  if (followed == 0 && (!have_read || read == latest.ts)) {
     StoreRow(slot, rel, rowid, latest.value);
     MarkCommittedVersion(slot, latest.ts.time, latest.ts.client);
     return TM_Ok;
   }
-  const bool follow = (flags & TUPLE_LOCK_FLAG_FIND_LAST_VERSION) != 0 ||
-                      (flags == 0 && !IsolationUsesXactSnapshot());
+  const bool follow = find_last || (flags == 0 && !IsolationUsesXactSnapshot());
   if (!follow) {
     tmfd->ctid = *tid;
     return TM_Updated;
   }
+  // The newest version becomes the one this statement sees and writes over.
   reads.RememberVersion(ks.id, rowid, latest.ts);
   reads.Prefetch(ks.id, rowid, latest.ts, true, latest.value);
   StoreRow(slot, rel, rowid, latest.value);
   MarkCommittedVersion(slot, latest.ts.time, latest.ts.client);
-  tmfd->traversed = (flags & TUPLE_LOCK_FLAG_FIND_LAST_VERSION) != 0;
+  tmfd->traversed = find_last;
   return TM_Ok;
 }
 

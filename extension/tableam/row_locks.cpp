@@ -75,6 +75,7 @@ void EnsureIntentOwner(XactState& x, ramp::Client& client) {
     x.intents.clear();
     x.locked_latest.clear();
     x.locked_deleted.clear();
+    x.locked_moved.clear();
     x.key_intents.clear();
     x.intent_owner = 0;
   }
@@ -198,6 +199,16 @@ TM_Result Deleted(ItemPointer tid, TM_FailureData* tmfd) {
   return TM_Deleted;
 }
 
+// Heap's TM_Updated for a row another transaction moved to row id moved_to: the executor
+// calls tuple_lock next, which follows it there (LockCommittedRow), or raises 40001.
+TM_Result Moved(uint64_t moved_to, TM_FailureData* tmfd) {
+  SetTid(&tmfd->ctid, moved_to);
+  tmfd->xmax = InvalidTransactionId;
+  tmfd->cmax = InvalidCommandId;
+  tmfd->traversed = false;
+  return TM_Updated;
+}
+
 }  // namespace
 
 TM_Result LockForWrite(Relation rel, ItemPointer tid, ramp::IntentMode mode, TM_FailureData* tmfd) {
@@ -218,6 +229,9 @@ TM_Result LockForWrite(Relation rel, ItemPointer tid, ramp::IntentMode mode, TM_
     // Held already (locked by the executor's fetch of the row, FetchLockedRow, by a FOR
     // UPDATE, or this is the write after EvalPlanQual): what its grant said is the newest.
     if (Xact().locked_deleted.count({ks.id, rowid}) != 0) return Deleted(tid, tmfd);
+    if (const auto m = Xact().locked_moved.find({ks.id, rowid}); m != Xact().locked_moved.end()) {
+      return Moved(m->second.rowid, tmfd);
+    }
     const auto it = Xact().locked_latest.find({ks.id, rowid});
     if (!have_read || it == Xact().locked_latest.end() || it->second == read) return TM_Ok;
     tmfd->ctid = *tid;
@@ -226,6 +240,10 @@ TM_Result LockForWrite(Relation rel, ItemPointer tid, ramp::IntentMode mode, TM_
     tmfd->traversed = false;
     return TM_Updated;
   }
+  // A grant older than the version the statement read: that commit has not reached the row's
+  // server yet (a RAMP commit reaches its servers one by one); it is the newest version, and
+  // the lock keeps it so.
+  if (have_read && lock.latest < read) return TM_Ok;
   if (lock.live && (!have_read || lock.latest == read)) {
     // The grant brought the newest version, which no one can change now: the write's
     // re-reads of the row (UpdateInPlace, DeleteRow) need not ask the cluster again.
@@ -237,7 +255,12 @@ TM_Result LockForWrite(Relation rel, ItemPointer tid, ramp::IntentMode mode, TM_
   if (!have_read) return TM_Ok;  // the write path reads and checks it
   // Changed since this statement read it (by the holder we waited for, or by a commit
   // between the read and the lock): EvalPlanQual in READ COMMITTED, 40001 otherwise.
-  if (lock.moved()) throw RowGone(rel, rowid);
+  uint64_t moved_to = 0;
+  if (lock.moved(&moved_to)) {
+    if (moved_to == 0) throw RowGone(rel, rowid);  // to another partition: heap fails too
+    Xact().locked_moved[{ks.id, rowid}] = {moved_to, lock.latest};
+    return Moved(moved_to, tmfd);
+  }
   if (!lock.live) {
     Xact().locked_deleted.insert({ks.id, rowid});
     return Deleted(tid, tmfd);
@@ -261,11 +284,21 @@ bool FetchLockedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid,
   if (!lock.taken_now) return false;
   ramp::Timestamp read;
   const bool have_read = RecallVersion(ks.id, rowid, &read);
+  // A grant older than the version the statement read (LockForWrite): the caller reads that.
+  if (have_read && lock.latest < read) return false;
   if (!lock.live) {
-    if (have_read && lock.moved()) throw RowGone(rel, rowid);
-    // Deleted: the caller hands out the version its statement read, and the write that
-    // follows is told TM_Deleted (LockForWrite).
-    if (have_read) Xact().locked_deleted.insert({ks.id, rowid});
+    // Deleted, or moved to a new row id: the caller hands out the version its statement
+    // read, and the write that follows is told TM_Deleted, or TM_Updated and follows the row
+    // (LockForWrite, then LockCommittedRow).
+    // (Also when the statement's read of the row is not remembered: the grant is what the
+    // lock keeps, and tuple_lock, which a BEFORE UPDATE trigger calls next, needs it.)
+    uint64_t moved_to = 0;
+    if (lock.moved(&moved_to)) {
+      if (moved_to == 0 && have_read) throw RowGone(rel, rowid);  // another partition
+      if (moved_to != 0) Xact().locked_moved[{ks.id, rowid}] = {moved_to, lock.latest};
+    } else if (!lock.latest.zero()) {  // a deletion's tombstone (zero: no commit here yet)
+      Xact().locked_deleted.insert({ks.id, rowid});
+    }
     return false;
   }
   // The newest version, which the lock keeps: the write's re-reads and EvalPlanQual's find it
@@ -280,13 +313,12 @@ bool FetchLockedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid,
 }
 
 RampError RowGone(Relation rel, uint64_t rowid) {
-  // Heap would skip a deleted row, and follow an updated one to its new version. A ramp row
-  // that an UPDATE gave a new row id (an indexed column changed, or the table has ramp_hash
-  // indexes or triggers) is gone from its TID without a link to the new one: the transaction
-  // fails as before row locks, for the application to retry.
+  // What is left after the cases heap handles too (a deleted row is skipped, a row moved to
+  // a new row id followed): a row moved to another partition (heap fails as well), or one
+  // whose end was read without the grant that tells which it was.
   return RampError(ramp::Status::Conflict("row " + std::to_string(rowid) +
-                                          " was deleted, or moved to a new row id by an "
-                                          "update, by a concurrent transaction"),
+                                          " was deleted, or moved by an update, by a "
+                                          "concurrent transaction"),
                    "locking a row of ramp table \"" + Relname(rel) + "\"");
 }
 

@@ -74,9 +74,11 @@ struct RowLock {
   bool live = false;
   ramp::Timestamp latest;
   std::string value;
-  // Not live because an UPDATE gave the row a new row id (or another partition), not because
-  // it was deleted (ramp::kMovedTombstone).
-  bool moved() const { return !live && value == ramp::kMovedTombstone; }
+  // Not live because an UPDATE gave the row a new row id (*moved_to, or 0 when it went to
+  // another partition), not because it was deleted (ramp::kMovedTombstone).
+  bool moved(uint64_t* moved_to) const {
+    return !live && ramp::ParseMovedTombstone(value, moved_to);
+  }
 };
 ramp::IntentMode IntentModeOf(LockTupleMode mode);
 // Takes the row's intent, waiting for other holders as the policy says: false for SKIP
@@ -101,9 +103,10 @@ TM_Result LockForWrite(Relation rel, ItemPointer tid, ramp::IntentMode mode, TM_
 // table or row of this transaction, the lock held already).
 bool FetchLockedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid,
                     TupleTableSlot* slot);
-// The 40001 error for a row that a concurrent transaction moved to a new row id while this one
-// waited for it or after this statement read it (heap follows the update; a ramp row has no
-// link to its new row id). A row it deleted is heap's TM_Deleted instead.
+// The 40001 error for a row that a concurrent transaction moved to another partition while
+// this one waited for it or after this statement read it, or that is gone in a way the lock's
+// grant did not tell. A row deleted is heap's TM_Deleted instead, one moved to a new row id is
+// followed there (TM_Updated, then tuple_lock).
 RampError RowGone(Relation rel, uint64_t rowid);
 
 // ---- callbacks, grouped by file ----

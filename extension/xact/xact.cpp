@@ -50,6 +50,7 @@ void ReleaseRowLocks() noexcept {
   current->intents.clear();
   current->locked_latest.clear();
   current->locked_deleted.clear();
+  current->locked_moved.clear();
   current->key_intents.clear();
 }
 

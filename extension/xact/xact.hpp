@@ -70,6 +70,14 @@ struct XactState {
   // moved to a new row id): writing or locking them is heap's TM_Deleted (READ COMMITTED
   // skips the row, the executor raises 40001 under REPEATABLE READ).
   std::set<std::pair<ramp::KeyspaceId, uint64_t>> locked_deleted;
+  // Rows read by this transaction whose lock's grant found them moved to a new row id by
+  // another one (an UPDATE of an indexed column): writing or locking them is heap's
+  // TM_Updated, and tuple_lock follows them to that row id, which the same commit wrote.
+  struct MovedRow {
+    uint64_t rowid = 0;
+    ramp::Timestamp commit;  // the moving transaction's (the old row's tombstone's)
+  };
+  std::map<std::pair<ramp::KeyspaceId, uint64_t>, MovedRow> locked_moved;
   // Intents on keys that are not rows (tam::LockKey: materialized views' waits), by mode.
   std::map<std::pair<ramp::KeyspaceId, std::string>, ramp::IntentMode> key_intents;
   // Rows tuple_lock handed to a locker of this transaction (ON CONFLICT DO UPDATE, BEFORE

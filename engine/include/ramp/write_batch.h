@@ -77,6 +77,7 @@ struct BatchEntry {
   // or another partition): its tombstone says so (kMovedTombstone), and a writer that waited
   // for the row fails instead of skipping it as deleted.
   bool moved = false;
+  uint64_t moved_to = 0;  // with moved: the row's new row id in the same keyspace (0: none)
   bool remote = false;        // the key may have a committed version: a delete must be sent
   bool has_expected = false;  // the version this transaction read (write-write conflicts)
   // An update that kept the row id: value replaces the committed version `expected` at
@@ -92,8 +93,13 @@ struct BatchEntry {
 };
 
 // The value of a tombstone written for a BatchEntry with `moved` (a plain deletion's is
-// empty). Whoever is granted the key's intent next reads it (IntentResult::value).
+// empty): kMovedTombstone, then the new row id (8 bytes, little-endian) when the row stayed
+// in its keyspace. Whoever is granted the key's intent next reads it (IntentResult::value)
+// and can follow the row there, as heap follows an updated tuple's ctid.
 inline constexpr std::string_view kMovedTombstone = "moved";
+std::string MovedTombstone(uint64_t moved_to);
+// True for a moved row's tombstone value; *moved_to is its new row id (0: not known).
+bool ParseMovedTombstone(std::string_view value, uint64_t* moved_to);
 
 // Which buffered row writes a reader sees.
 struct Visibility {
@@ -180,6 +186,8 @@ class WriteBatch {
   // row lives on under another key (BatchEntry::moved).
   void Delete(const KeyspaceRef& ks, EntryKey key, CommandId cid, SubTxnId sub, bool remote,
               const Timestamp* expected, bool moved = false);
+  // The new row id of a row Delete marked moved (the key's entry must be that deletion).
+  void SetMovedTo(KeyspaceId ks, EntryKey key, uint64_t rowid);
 
   const BatchEntry* Find(KeyspaceId ks, EntryKey key) const {
     const Keyspace* k = Of(ks);

@@ -24,6 +24,8 @@ Status CommitBatch(Client::Impl& c, const WriteBatch& batch, S2plLocks& locks,
   row_keys.reserve(count - batch.key_writes().size());
   std::vector<WriteItem> items;
   items.reserve(count);
+  std::vector<std::string> moved_values;  // the items' tombstone values point here
+  moved_values.reserve(count);
   for (const auto& [id, ks] : batch.keyspaces()) {
     const bool grouped = ks.ref().grouped;
     for (const auto& [key, w] : ks.entries()) {
@@ -36,7 +38,7 @@ Status CommitBatch(Client::Impl& c, const WriteBatch& batch, S2plLocks& locks,
       if (!w.deleted) {
         it.value = w.value;
       } else if (w.moved) {
-        it.value = kMovedTombstone;
+        it.value = moved_values.emplace_back(MovedTombstone(w.moved_to));
       }
       it.tombstone = w.deleted;
       it.grouped = grouped;

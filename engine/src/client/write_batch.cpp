@@ -66,6 +66,7 @@ Status WriteBatch::Insert(const KeyspaceRef& ks, EntryKey key, std::string value
   w.insert_cid = cid;
   w.deleted = false;
   w.moved = false;
+  w.moved_to = 0;
   w.delete_cid = 0;
   return Status::OK();
 }
@@ -79,6 +80,7 @@ Status WriteBatch::UpdateInPlace(const KeyspaceRef& ks, EntryKey key, std::strin
   w.insert_cid = cid;
   w.deleted = false;
   w.moved = false;
+  w.moved_to = 0;
   w.delete_cid = 0;
   w.remote = true;
   w.in_place = true;
@@ -87,11 +89,39 @@ Status WriteBatch::UpdateInPlace(const KeyspaceRef& ks, EntryKey key, std::strin
   return Status::OK();
 }
 
+std::string MovedTombstone(uint64_t moved_to) {
+  std::string v(kMovedTombstone);
+  if (moved_to != 0) {
+    for (int i = 0; i < 8; i++) v.push_back(static_cast<char>((moved_to >> (8 * i)) & 0xFF));
+  }
+  return v;
+}
+
+bool ParseMovedTombstone(std::string_view value, uint64_t* moved_to) {
+  *moved_to = 0;
+  if (!value.starts_with(kMovedTombstone)) return false;
+  value.remove_prefix(kMovedTombstone.size());
+  if (value.size() == 8) {
+    for (int i = 7; i >= 0; i--) *moved_to = (*moved_to << 8) | static_cast<uint8_t>(value[i]);
+  }
+  return true;
+}
+
+void WriteBatch::SetMovedTo(KeyspaceId ks, EntryKey key, uint64_t rowid) {
+  auto k = keyspaces_.find(ks);
+  if (k == keyspaces_.end()) return;
+  auto it = k->second.map_.find(key);
+  if (it != k->second.map_.end() && it->second.deleted && it->second.moved) {
+    it->second.moved_to = rowid;
+  }
+}
+
 void WriteBatch::Delete(const KeyspaceRef& ks, EntryKey key, CommandId cid, SubTxnId sub,
                         bool remote, const Timestamp* expected, bool moved) {
   BatchEntry& w = Slot(ks, key, sub);
   w.deleted = true;
   w.moved = moved;
+  w.moved_to = 0;
   w.delete_cid = cid;
   if (remote) w.remote = true;
   if (expected != nullptr && !w.has_expected) {
