@@ -16,7 +16,9 @@
 #  8. a row the holder deleted: a waiting UPDATE, DELETE or FOR UPDATE skips it (heap's
 #     TM_Deleted), REPEATABLE READ fails with 40001; a row an UPDATE moved to a new row id
 #     (an indexed column changed) is followed there (the old row's tombstone names it) and
-#     its WHERE clause re-checked, as heap follows the ctid chain.
+#     its WHERE clause re-checked, as heap follows the ctid chain;
+#  9. no update lost: 4 clients add 1 to 3 rows that every update moves to a new row id, as
+#     fast as they can; the sum is the number of updates that succeeded.
 # "Waits" is checked as "has not finished after a while, and finishes once the holder ends".
 . "$(dirname "$0")/lib.sh"
 
@@ -266,6 +268,18 @@ session_send s2 "ROLLBACK;"
 session_wait s2
 expect_in "$(session_last s2)" "ERROR: +40001: could not serialize access due to concurrent update" \
   "REPEATABLE READ did not fail with 40001 for a row moved meanwhile"
+
+log "9. no update is lost when every update moves the row"
+psql_in a -c "CREATE TABLE hot (id int, bal int) USING ramp; CREATE INDEX ON hot (bal);
+              INSERT INTO hot SELECT g, 0 FROM generate_series(1, 3) g"
+printf '%s\n' '\set i random(1, 3)' 'UPDATE hot SET bal = bal + 1 WHERE id = :i;' >"$ITEST_DIR/hot.sql"
+chmod 644 "$ITEST_DIR/hot.sql"
+pgbench_on a -n -c 4 -t 150 -f "$ITEST_DIR/hot.sql" >"$ITEST_DIR/hot.out" 2>&1 || true
+done_updates="$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$ITEST_DIR/hot.out")"
+[ -n "$done_updates" ] || { cat "$ITEST_DIR/hot.out" >&2; fail "pgbench on the moving rows did not run"; }
+hot_sum="$(psql_in a -c "SELECT sum(bal) FROM hot")"
+[ "$hot_sum" = "$done_updates" ] ||
+  fail "$done_updates updates of moving rows succeeded but the rows add up to $hot_sum (updates lost)"
 session_close s1
 session_close s2
 log "row_locks: ok"
