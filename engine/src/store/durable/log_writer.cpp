@@ -22,6 +22,10 @@ constexpr uint64_t kMaxPendingBytes = uint64_t{64} << 20;
 // Inline mode: dirty pages nobody waits for (COMMIT marks) are written by the flusher when no
 // batch took them for this long.
 constexpr auto kBackstop = std::chrono::milliseconds(2);
+// Inline mode: after a batch slower than this (a stalled or very slow disk), workers leave
+// the batches to the flusher until one is fast again, so that a slow disk holds up only the
+// writes and not every other request of the workers' connections.
+constexpr auto kSlowBatch = std::chrono::milliseconds(5);
 // Test hook (durability_itest): every batch waits this long before it takes its pages, as
 // a slow disk would, so that a test can kill the server while an acknowledged COMMIT is
 // still in memory only.
@@ -131,6 +135,11 @@ void LogWriter::FlushInline() {
     kicked_ = true;
     return;
   }
+  if (slow_disk_) {
+    kicked_ = true;
+    cv_.notify_one();
+    return;
+  }
   WriteOneBatch(lock, /*inline_caller=*/true);
 }
 
@@ -222,9 +231,10 @@ void LogWriter::WriteOneBatch(std::unique_lock<std::mutex>& lock, bool inline_ca
   }
   ++stats_.batches;
   if (inline_caller) ++stats_.inline_batches;
-  stats_.busy_us += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                              std::chrono::steady_clock::now() - started)
-                                              .count());
+  const auto took = std::chrono::steady_clock::now() - started;
+  slow_disk_ = took > kSlowBatch;
+  stats_.busy_us +=
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(took).count());
   while (!waiters_.empty() && (waiters_.front().ticket <= gen || !failed_.ok())) {
     done.push_back(std::move(waiters_.front()));
     waiters_.pop_front();

@@ -68,8 +68,10 @@ class LogWriter : public LogSink {
   // waking the flusher thread and then the worker (two wake-ups per PREPARE, each 0.1-0.2 ms
   // on 2 busy cores). If a batch is being written, the writer of that batch hands the rest
   // to the flusher thread when it finishes. The flusher still writes checkpoints, batches
-  // for Sync() and other waiters, and dirty pages nobody waits for (COMMIT marks) that no
-  // inline batch took within kBackstop. Set before Start().
+  // for Sync() and other waiters, dirty pages nobody waits for (COMMIT marks) that no
+  // inline batch took within kBackstop, and every batch while the disk is slow (the last
+  // batch took over kSlowBatch: a stalled disk then holds up the writes only, not the
+  // workers' other requests). May be switched while running.
   void SetInlineFlush(bool on);
   void FlushInline();
   // Ticket + wait: for tests, shutdown and tools.
@@ -129,6 +131,7 @@ class LogWriter : public LogSink {
   bool inline_ = false;             // SetInlineFlush
   bool writing_ = false;            // a thread holds the log: writes a batch or a checkpoint
   bool kicked_ = false;             // inline mode: the flusher has work that no worker will take
+  bool slow_disk_ = false;          // the last batch took longer than kSlowBatch: no inline batches
   uint64_t last_seen_batches_ = 0;  // flusher, inline mode: batches at its last look
   Status failed_;
   uint64_t next_gen_ = 1;  // the batch a ticket taken now waits for

@@ -436,6 +436,30 @@ TEST_F(StoreDurableTest, InlineFlushWritesNobodyWaitsForBecomeDurableWithoutAWai
   UnwaitedWritesBecomeDurable(true);
 }
 
+// Inline mode on a disk that stalls: after a batch that took long, a worker's FlushInline
+// leaves the next batch to the log writer's thread (the worker goes back to its other
+// requests at once) and the waiter still completes.
+TEST_F(StoreDurableTest, InlineFlushLeavesBatchesToTheLogThreadWhileTheDiskIsSlow) {
+  store_->SetInlineLogFlush(true);
+  env_.sync_delay_us = 200000;  // 200 ms per synced write: far past kSlowBatch
+  std::atomic<int> done{0};
+  ASSERT_TRUE(Prepare(Ts(10), Part(), "a", "x").ok());
+  store_->WhenDurable(
+      store_->DurableTicket(), [&](const Status& st) { done += st.ok(); }, true);
+  store_->FlushLogInline();  // nothing slow seen yet: this thread writes the batch
+  ASSERT_EQ(done.load(), 1) << "the first batch was not written by the caller";
+  ASSERT_TRUE(Prepare(Ts(20), Part(), "b", "y").ok());
+  store_->WhenDurable(
+      store_->DurableTicket(), [&](const Status& st) { done += st.ok(); }, true);
+  store_->FlushLogInline();
+  EXPECT_EQ(done.load(), 1) << "the caller wrote a batch itself after a slow one";
+  for (int i = 0; i < 30000 && done.load() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(done.load(), 2) << "the batch left to the log writer's thread never completed";
+  env_.sync_delay_us = 0;
+}
+
 TEST_F(StoreDurableTest, FailedSyncIsStickyAndReported) {
   Put(Ts(10), "a", "x");
   ASSERT_TRUE(store_->SyncLog().ok());
