@@ -128,8 +128,9 @@ void LogWriter::SetInlineFlush(bool on) {
 }
 
 void LogWriter::FlushInline() {
+  if (!inline_.load(std::memory_order_relaxed)) return;  // no lock taken per worker round
   std::unique_lock lock(mu_);
-  if (!inline_ || waiters_.empty()) return;
+  if (waiters_.empty()) return;
   if (writing_ || stop_ || !started_ || !failed_.ok()) {
     // The writer of the batch in progress hands these waiters on when it finishes.
     kicked_ = true;

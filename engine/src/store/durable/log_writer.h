@@ -18,6 +18,7 @@
 // Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -128,9 +129,9 @@ class LogWriter : public LogSink {
   std::condition_variable cv_;
   bool stop_ = false;
   bool started_ = false;
-  bool inline_ = false;             // SetInlineFlush
-  bool writing_ = false;            // a thread holds the log: writes a batch or a checkpoint
-  bool kicked_ = false;             // inline mode: the flusher has work that no worker will take
+  std::atomic<bool> inline_{false};  // SetInlineFlush (read without mu_ by FlushInline)
+  bool writing_ = false;             // a thread holds the log: writes a batch or a checkpoint
+  bool kicked_ = false;              // inline mode: the flusher has work that no worker will take
   bool slow_disk_ = false;          // the last batch took longer than kSlowBatch: no inline batches
   uint64_t last_seen_batches_ = 0;  // flusher, inline mode: batches at its last look
   Status failed_;
