@@ -63,6 +63,8 @@ struct Config {
   // them in network namespaces) instead of starting 4 on loopback; every mode then uses tcp.
   std::string seeds;
   std::string token;
+  // --server-arg ARG (repeatable): passed to every rampd this process starts (A/B runs).
+  std::vector<std::string> server_args;
 };
 
 // Client options for a mode: from the cluster this process started, or for the external
@@ -234,6 +236,8 @@ int main(int argc, char** argv) {
       cfg.threads = std::atoi(argv[++i]);
     } else if (a == "--durable") {
       cfg.durable = true;
+    } else if (a == "--server-arg" && i + 1 < argc) {
+      cfg.server_args.push_back(argv[++i]);
     } else if (a == "--point" && i + 1 < argc) {
       cfg.point = argv[++i];
     } else if (a == "--seeds" && i + 1 < argc) {
@@ -246,10 +250,11 @@ int main(int argc, char** argv) {
         return 2;
       }
     } else {
-      std::fprintf(stderr,
-                   "usage: ycsb_bench [--quick] [--csv FILE] [--measure-ms N] [--threads N]\n"
-                   "                  [--durable] [--point MODE:DIST:READPCT:SIZE]\n"
-                   "                  [--seeds tcp://h:p,... --token-file F]\n");
+      std::fprintf(
+          stderr,
+          "usage: ycsb_bench [--quick] [--csv FILE] [--measure-ms N] [--threads N]\n"
+          "                  [--durable] [--point MODE:DIST:READPCT:SIZE] [--server-arg ARG]\n"
+          "                  [--seeds tcp://h:p,... --token-file F]\n");
       return 2;
     }
   }
@@ -260,6 +265,7 @@ int main(int argc, char** argv) {
   // grace with room to spare, or compaction runs all the time and skews later modes.
   co.memory_mb = 1024;
   co.extra_args = {"--gc-grace-ms", "1000"};
+  for (const auto& a : cfg.server_args) co.extra_args.push_back(a);
   co.data = cfg.durable;
   std::unique_ptr<testing::TestCluster> cluster;
   Target target;

@@ -39,6 +39,9 @@ Serves pg_ramp partitions: RAMP-Fast transactions, one-sided reads, page I/O.
                       from it. Without it the server keeps everything in memory only.
   --workers N         worker threads (default 2)
   --spin-rounds N     idle polling rounds of a worker before it sleeps (default 200)
+  --log-flush-thread  with --data: the log writer's thread writes every group commit batch
+                      (default: a worker whose replies wait for a batch writes it itself
+                      when no batch is being written: fewer thread wake-ups per write)
   --memory-mb N       page memory in MiB (default 1024)
   --ring-kb N         receive ring size per connection in KiB (default 1024)
   --gc-grace-ms N     how long overwritten versions stay readable (default 5000)
@@ -141,7 +144,7 @@ int main(int argc, char** argv) {
        "handshake-timeout-ms", "max-pending-handshakes", "max-pending-handshakes-per-source",
        "shm-socket-mode", "shm-socket-group", "test-crash-at", "rebalance-interval-ms",
        "rebalance-threshold-pct", "rebalance-cooldown-ms", "spin-rounds"},
-      {"help", "page-direct-io", "no-io-uring", "test-ack-before-durable"});
+      {"help", "page-direct-io", "no-io-uring", "test-ack-before-durable", "log-flush-thread"});
   // clang-format on
   Status st = flags.Parse(argc, argv);
   if (!st.ok()) return Fail(st);
@@ -214,6 +217,7 @@ int main(int argc, char** argv) {
   o.page_dir = flags.Get("page-dir");
   o.test_crash_at = flags.Get("test-crash-at");
   o.test_ack_before_durable = flags.Has("test-ack-before-durable");
+  o.inline_log_flush = !flags.Has("log-flush-thread");
   if (!(st = flags.GetInt("rebalance-interval-ms", 0, 0, 3600000, &v)).ok()) return Fail(st);
   o.rebalance_interval_ms = static_cast<int>(v);
   if (!(st = flags.GetInt("rebalance-threshold-pct", 125, 101, 1000, &v)).ok()) return Fail(st);

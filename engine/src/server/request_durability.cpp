@@ -91,15 +91,19 @@ Status RequestHandler::Handle(Session& session, std::string_view message, std::s
   auto ready = std::make_shared<std::string>(std::move(*reply));
   reply->clear();
   HybridClock* clock = ctx_->clock;
-  ctx_->store->WhenDurable(ticket, [deferred, ready, h, clock](const Status& st) {
-    if (st.ok()) {
-      deferred->Send(std::move(*ready));
-      return;
-    }
-    std::string error;
-    protocol::EncodeErrorReply(h, clock->Peek(), st, &error);
-    deferred->Send(std::move(error));
-  });
+  ctx_->store->WhenDurable(
+      ticket,
+      [deferred, ready, h, clock](const Status& st) {
+        if (st.ok()) {
+          deferred->Send(std::move(*ready));
+          return;
+        }
+        std::string error;
+        protocol::EncodeErrorReply(h, clock->Peek(), st, &error);
+        deferred->Send(std::move(error));
+      },
+      /*caller_flushes=*/true);
+  durable_waits_ = true;  // the worker writes the batch at the end of its round
   return Status::OK();
 }
 

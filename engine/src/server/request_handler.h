@@ -38,6 +38,13 @@ class RequestHandler {
   Status Handle(Session& session, std::string_view message, std::string* reply);
   // Where page replies (one-sided writes, then the reply) go: the owning worker.
   void set_post_writes(std::shared_ptr<const PostWritesFn> post) { post_writes_ = std::move(post); }
+  // Whether replies were parked with the group commit since the last call: the worker then
+  // calls Store::FlushLogInline at the end of its round (request_durability.cpp).
+  bool TakeDurableWaits() {
+    const bool any = durable_waits_;
+    durable_waits_ = false;
+    return any;
+  }
 
  private:
   Status HandleNow(Session& session, std::string_view message, std::string* reply);
@@ -76,6 +83,7 @@ class RequestHandler {
                      std::string* reply);
   Status OnScanOpen(const protocol::Header& h, std::string_view body, std::string* reply);
 
+  bool durable_waits_ = false;  // TakeDurableWaits
   void ErrorReply(const protocol::Header& h, const Status& error, std::string* reply);
   // A reply to the current request that will be sent later (from any thread).
   DeferredReply Defer(const Session& s) const { return DeferredReply(post_, s.id); }

@@ -113,6 +113,7 @@ Status Server::Init(const ServerOptions& options) {
   // log holds prepared and undecided may have been committed and seen. Reads of its
   // partitions wait until it is resolved (in_doubt.h; TerminationLoop does it).
   in_doubt_.Add(store_->PendingOlderThan(UINT64_MAX));
+  store_->SetInlineLogFlush(options.inline_log_flush);
   ctx_.in_doubt = &in_doubt_;
   ctx_.clock = &clock_;
   membership_ = std::make_unique<Membership>(cluster_, self, options.token);

@@ -28,12 +28,15 @@ namespace ramp::server {
 
 struct ServerOptions {
   std::vector<transport::Endpoint> listen;
-  ClusterConfig cluster;        // empty: a single-node cluster of the listen endpoints
-  int node = -1;                // -1: find this server in the cluster by its endpoints
+  ClusterConfig cluster;  // empty: a single-node cluster of the listen endpoints
+  int node = -1;          // -1: find this server in the cluster by its endpoints
   std::string token;
   std::string data_dir;
   int workers = 2;
-  int spin_rounds = 200;        // idle polling rounds before a worker sleeps
+  int spin_rounds = 200;  // idle polling rounds before a worker sleeps
+  // With data_dir: workers write the group commit's batches their replies wait for
+  // (LogWriter::FlushInline); false: the log writer's thread writes them all.
+  bool inline_log_flush = true;
   size_t memory_bytes = size_t{1} << 30;
   size_t ring_bytes = 1u << 20;
   int gc_interval_ms = 1000;

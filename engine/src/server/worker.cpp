@@ -308,6 +308,9 @@ void Worker::Run() {
       }
       i++;
     }
+    // Replies parked with the group commit this round: write their batch on this thread
+    // unless one is being written (no wake-up of the log writer, then of this worker).
+    if (handler_.TakeDurableWaits()) ctx_->store->FlushLogInline();
     if (did) {
       idle_rounds = 0;
     } else if (++idle_rounds >= spin_rounds_) {

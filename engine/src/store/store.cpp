@@ -206,12 +206,21 @@ uint64_t Store::DurableTicket() {
   return impl_->log == nullptr ? 0 : impl_->log->Ticket();
 }
 
-void Store::WhenDurable(uint64_t ticket, std::function<void(const Status&)> done) {
+void Store::WhenDurable(uint64_t ticket, std::function<void(const Status&)> done,
+                        bool caller_flushes) {
   if (impl_->log == nullptr) {
     done(Status::OK());
     return;
   }
-  impl_->log->WhenDurable(ticket, std::move(done));
+  impl_->log->WhenDurable(ticket, std::move(done), caller_flushes);
+}
+
+void Store::SetInlineLogFlush(bool on) {
+  if (impl_->log != nullptr) impl_->log->SetInlineFlush(on);
+}
+
+void Store::FlushLogInline() {
+  if (impl_->log != nullptr) impl_->log->FlushInline();
 }
 
 Status Store::SyncLog() {

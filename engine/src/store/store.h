@@ -212,7 +212,13 @@ class Store {
   // it is on disk, or with the error that kept it from getting there. Without a data
   // directory the callback runs at once with OK.
   uint64_t DurableTicket();
-  void WhenDurable(uint64_t ticket, std::function<void(const Status&)> done);
+  // caller_flushes: the caller calls FlushLogInline() soon (LogWriter::WhenDurable).
+  void WhenDurable(uint64_t ticket, std::function<void(const Status&)> done,
+                   bool caller_flushes = false);
+  // The group commit's inline mode (LogWriter::SetInlineFlush, FlushInline): server workers
+  // write the batches their parked replies wait for. No-op without a data directory.
+  void SetInlineLogFlush(bool on);
+  void FlushLogInline();
   // Waits until everything appended so far is durable.
   Status SyncLog();
   struct RecoveryStats {

@@ -19,6 +19,13 @@ constexpr size_t kMaxOpenFiles = 256;
 constexpr uint32_t kPreallocPages = 32;
 // Page images waiting for the next checkpoint: past this, a checkpoint is due.
 constexpr uint64_t kMaxPendingBytes = uint64_t{64} << 20;
+// Inline mode: dirty pages nobody waits for (COMMIT marks) are written by the flusher when no
+// batch took them for this long.
+constexpr auto kBackstop = std::chrono::milliseconds(2);
+// Inline mode: after a batch slower than this (a stalled or very slow disk), workers leave
+// the batches to the flusher until one is fast again, so that a slow disk holds up only the
+// writes and not every other request of the workers' connections.
+constexpr auto kSlowBatch = std::chrono::milliseconds(5);
 // Test hook (durability_itest): every batch waits this long before it takes its pages, as
 // a slow disk would, so that a test can kill the server while an acknowledged COMMIT is
 // still in memory only.
@@ -62,9 +69,10 @@ void LogWriter::Stop() {
     std::lock_guard lock(mu_);
     if (stats_.batches > 0) {
       RAMP_INFO(
-          "log writer: %llu batches, %llu fdatasyncs, %llu pages written, %llu "
+          "log writer: %llu batches (%llu by workers), %llu fdatasyncs, %llu pages written, %llu "
           "checkpoints, %.0f us per batch on average (%.0f in the log's synced write%s)",
           static_cast<unsigned long long>(stats_.batches),
+          static_cast<unsigned long long>(stats_.inline_batches),
           static_cast<unsigned long long>(stats_.syncs),
           static_cast<unsigned long long>(stats_.pages),
           static_cast<unsigned long long>(stats_.checkpoints),
@@ -87,7 +95,8 @@ void LogWriter::MarkDirty(std::shared_ptr<Partition> partition) {
   std::lock_guard lock(mu_);
   Partition* key = partition.get();
   dirty_.emplace(key, std::move(partition));
-  cv_.notify_one();
+  // Inline mode: the worker that wrote it, or the flusher's backstop, takes it.
+  if (!inline_) cv_.notify_one();
 }
 
 uint64_t LogWriter::Ticket() {
@@ -95,18 +104,44 @@ uint64_t LogWriter::Ticket() {
   return next_gen_;
 }
 
-void LogWriter::WhenDurable(uint64_t ticket, std::function<void(const Status&)> done) {
+void LogWriter::WhenDurable(uint64_t ticket, std::function<void(const Status&)> done,
+                            bool caller_flushes) {
   Status now;
   {
     std::lock_guard lock(mu_);
     if (failed_.ok() && !stop_) {
       waiters_.push_back(Waiter{ticket, std::move(done)});
-      cv_.notify_one();
+      if (!inline_ || !caller_flushes) {
+        kicked_ = true;
+        cv_.notify_one();
+      }
       return;
     }
     now = failed_.ok() ? Status::Unavailable("the log writer stopped") : failed_;
   }
   done(now);
+}
+
+void LogWriter::SetInlineFlush(bool on) {
+  std::lock_guard lock(mu_);
+  inline_ = on;
+}
+
+void LogWriter::FlushInline() {
+  if (!inline_.load(std::memory_order_relaxed)) return;  // no lock taken per worker round
+  std::unique_lock lock(mu_);
+  if (waiters_.empty()) return;
+  if (writing_ || stop_ || !started_ || !failed_.ok()) {
+    // The writer of the batch in progress hands these waiters on when it finishes.
+    kicked_ = true;
+    return;
+  }
+  if (slow_disk_) {
+    kicked_ = true;
+    cv_.notify_one();
+    return;
+  }
+  WriteOneBatch(lock, /*inline_caller=*/true);
 }
 
 Status LogWriter::Sync() {
@@ -129,61 +164,93 @@ LogWriter::Stats LogWriter::stats() const {
 void LogWriter::Run() {
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait_for(lock, std::chrono::seconds(1),
-                 [&] { return stop_ || !dirty_.empty() || !waiters_.empty(); });
-    if (dirty_.empty() && waiters_.empty()) {
+    auto work = [&] { return !dirty_.empty() || !waiters_.empty(); };
+    if (inline_) {
+      // Workers write the batches; this thread takes what they hand on (kicked_), Sync()
+      // and other waiters' batches, and dirty pages no batch took for a whole kBackstop.
+      const auto wait = work() ? kBackstop : std::chrono::milliseconds(1000);
+      const bool woken = cv_.wait_for(lock, wait, [&] { return !writing_ && (stop_ || kicked_); });
+      if (writing_) continue;  // timed out while a worker writes: look again later
+      if (!woken && !stop_ && stats_.batches != last_seen_batches_) {
+        last_seen_batches_ = stats_.batches;  // a batch went out meanwhile: no hurry
+        continue;
+      }
+      kicked_ = false;
+    } else {
+      cv_.wait_for(lock, std::chrono::seconds(1), [&] { return !writing_ && (stop_ || work()); });
+      if (writing_) continue;
+    }
+    if (!work()) {
       if (stop_) break;
       // Idle: a checkpoint if one is due (compaction's retired files wait for it).
       if (failed_.ok()) {
+        writing_ = true;
         lock.unlock();
         Status st = CheckpointDue() ? Checkpoint() : Status::OK();
         lock.lock();
+        writing_ = false;
         if (!st.ok() && failed_.ok()) failed_ = st.Annotate("checkpoint");
       }
       continue;
     }
-    const uint64_t gen = next_gen_++;
-    std::vector<std::shared_ptr<Partition>> parts;
-    parts.reserve(dirty_.size());
-    for (auto& [k, p] : dirty_) parts.push_back(std::move(p));
-    dirty_.clear();
-    const bool failed = !failed_.ok();
-    lock.unlock();
-
-    Status st;
-    const auto started = std::chrono::steady_clock::now();
-    if (!failed) {
-      if (TestDelayMs() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(TestDelayMs()));
-      std::vector<DirtyPages> batch(parts.size());
-      for (size_t i = 0; i < parts.size(); ++i) parts[i]->TakeDirty(&batch[i]);
-      parts.clear();
-      st = WriteBatch(&batch);
-      if (!st.ok()) {
-        RAMP_ERROR("the log could not be made durable, writes are refused from now on: %s",
-                   st.ToString().c_str());
-      }
-    }
-
-    std::vector<Waiter> done;
-    lock.lock();
-    if (!st.ok() && failed_.ok()) {
-      failed_ = st.Annotate("data directory " + dir_ +
-                            " failed (writes are refused until "
-                            "rampd restarts)");
-    }
-    ++stats_.batches;
-    stats_.busy_us += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                                std::chrono::steady_clock::now() - started)
-                                                .count());
-    while (!waiters_.empty() && (waiters_.front().ticket <= gen || !failed_.ok())) {
-      done.push_back(std::move(waiters_.front()));
-      waiters_.pop_front();
-    }
-    const Status result = failed_;
-    lock.unlock();
-    for (auto& w : done) w.done(result);
-    lock.lock();
+    WriteOneBatch(lock, /*inline_caller=*/false);
+    last_seen_batches_ = stats_.batches;
   }
+}
+
+void LogWriter::WriteOneBatch(std::unique_lock<std::mutex>& lock, bool inline_caller) {
+  writing_ = true;
+  const uint64_t gen = next_gen_++;
+  std::vector<std::shared_ptr<Partition>> parts;
+  parts.reserve(dirty_.size());
+  for (auto& [k, p] : dirty_) parts.push_back(std::move(p));
+  dirty_.clear();
+  const bool failed = !failed_.ok();
+  lock.unlock();
+
+  Status st;
+  const auto started = std::chrono::steady_clock::now();
+  if (!failed) {
+    if (TestDelayMs() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(TestDelayMs()));
+    std::vector<DirtyPages> batch(parts.size());
+    for (size_t i = 0; i < parts.size(); ++i) parts[i]->TakeDirty(&batch[i]);
+    parts.clear();
+    st = WriteBatch(&batch, inline_caller);
+    if (!st.ok()) {
+      RAMP_ERROR("the log could not be made durable, writes are refused from now on: %s",
+                 st.ToString().c_str());
+    }
+  }
+  const bool checkpoint_due = inline_caller && st.ok() && !failed && CheckpointDue();
+
+  std::vector<Waiter> done;
+  lock.lock();
+  if (!st.ok() && failed_.ok()) {
+    failed_ = st.Annotate("data directory " + dir_ +
+                          " failed (writes are refused until "
+                          "rampd restarts)");
+  }
+  ++stats_.batches;
+  if (inline_caller) ++stats_.inline_batches;
+  const auto took = std::chrono::steady_clock::now() - started;
+  slow_disk_ = took > kSlowBatch;
+  stats_.busy_us +=
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(took).count());
+  while (!waiters_.empty() && (waiters_.front().ticket <= gen || !failed_.ok())) {
+    done.push_back(std::move(waiters_.front()));
+    waiters_.pop_front();
+  }
+  const Status result = failed_;
+  writing_ = false;
+  if (inline_caller) {
+    // Waiters that came while this batch was written, a checkpoint that is due, or a
+    // Stop() waiting for this batch: the flusher's turn.
+    if (!waiters_.empty() || checkpoint_due) kicked_ = true;
+    if (kicked_ || stop_) cv_.notify_one();
+  }
+  lock.unlock();
+  for (auto& w : done) w.done(result);
+  lock.lock();
 }
 
 std::string LogWriter::PartitionDir(const PartitionId& id) const {
@@ -230,7 +297,7 @@ Status LogWriter::Preallocate(SegmentFile* f, uint64_t end) {
   return Status::OK();
 }
 
-Status LogWriter::WriteBatch(std::vector<DirtyPages>* batch) {
+Status LogWriter::WriteBatch(std::vector<DirtyPages>* batch, bool inline_caller) {
   // Dropped partitions: a checkpoint first, so that no log entry of theirs is replayed after
   // their files are gone; a partition of the same id created since writes afresh.
   bool drops = false;
@@ -297,7 +364,10 @@ Status LogWriter::WriteBatch(std::vector<DirtyPages>* batch) {
     RAMP_RETURN_IF_ERROR(wal_->Append(entries));
     syncs = 1;
   }
-  if (CheckpointDue()) RAMP_RETURN_IF_ERROR(Checkpoint());
+  // Inline: a checkpoint due only by time is the flusher's (the worker has replies to send).
+  if (CheckpointDue() && (!inline_caller || wal_->used() > wal_->room())) {
+    RAMP_RETURN_IF_ERROR(Checkpoint());
+  }
   std::lock_guard lock(mu_);
   stats_.pages += pages;
   stats_.syncs += syncs;

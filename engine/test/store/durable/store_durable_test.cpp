@@ -62,6 +62,8 @@ class StoreDurableTest : public testing::StoreTest {
     ASSERT_TRUE(store_->SyncLog().ok());
     Open();
   }
+  void ConcurrentPreparesSurviveACrash(bool inline_flush);
+  void UnwaitedWritesBecomeDurable(bool inline_flush);
   Status TryOpen() {
     store_.reset();
     options_.now_ms = [this] { return now_.load(); };
@@ -303,7 +305,10 @@ TEST_F(StoreDurableTest, FullDiskFailsTheRequestsAndLosesNothingAcknowledged) {
 // next batch is written and synced. Writers PREPARE concurrently and count a write only
 // when its ticket is reported durable; the disk then stops, and everything never synced is
 // undone (FaultEnv::Crash). Every write reported durable must come back.
-TEST_F(StoreDurableTest, ConcurrentPreparesReportedDurableSurviveACrash) {
+// inline_flush: the threads write the batches themselves, as server workers do
+// (LogWriter::FlushInline): register with caller_flushes, then flush.
+void StoreDurableTest::ConcurrentPreparesSurviveACrash(bool inline_flush) {
+  store_->SetInlineLogFlush(inline_flush);
   env_.track_unsynced = true;
   env_.sync_delay_us = 2000;  // a slow disk: batches wait for syncs in flight
   constexpr int kThreads = 4;
@@ -318,13 +323,17 @@ TEST_F(StoreDurableTest, ConcurrentPreparesReportedDurableSurviveACrash) {
         const int n = 1000 + i * kThreads + t;
         if (!Prepare(Ts(n), Part(n % 3), Numbered("k", n), Value(n)).ok()) break;
         ++outstanding;
-        store_->WhenDurable(store_->DurableTicket(), [&, n](const Status& st) {
-          if (st.ok()) {
-            std::lock_guard lock(mu);
-            acked.push_back(n);
-          }
-          --outstanding;
-        });
+        store_->WhenDurable(
+            store_->DurableTicket(),
+            [&, n](const Status& st) {
+              if (st.ok()) {
+                std::lock_guard lock(mu);
+                acked.push_back(n);
+              }
+              --outstanding;
+            },
+            inline_flush);
+        if (inline_flush) store_->FlushLogInline();
       }
     });
   }
@@ -366,6 +375,16 @@ TEST_F(StoreDurableTest, ConcurrentPreparesReportedDurableSurviveACrash) {
   EXPECT_EQ(lost, 0) << "of " << copy.size() << " PREPAREs reported durable";
 }
 
+TEST_F(StoreDurableTest, ConcurrentPreparesReportedDurableSurviveACrash) {
+  ConcurrentPreparesSurviveACrash(false);
+}
+
+// The same with the batches written by the writers' own threads (server workers' inline
+// flush): a waiter completed before its batch's sync would be lost here.
+TEST_F(StoreDurableTest, ConcurrentInlineFlushedPreparesReportedDurableSurviveACrash) {
+  ConcurrentPreparesSurviveACrash(true);
+}
+
 // A server takes a ticket, then registers for it; the batch may have started and completed
 // in between. The registration must still complete, also on an idle server (no later batch).
 TEST_F(StoreDurableTest, TicketWhoseBatchCompletedBeforeRegistrationCompletes) {
@@ -383,7 +402,8 @@ TEST_F(StoreDurableTest, TicketWhoseBatchCompletedBeforeRegistrationCompletes) {
 // The group commit defers writes nobody waits for (a COMMIT is acknowledged before its
 // sync) until a batch someone waits for: they must still reach the disk on their own, with
 // no waiter ever coming, and survive a crash once they have.
-TEST_F(StoreDurableTest, WritesNobodyWaitsForBecomeDurableWithoutAWaiter) {
+void StoreDurableTest::UnwaitedWritesBecomeDurable(bool inline_flush) {
+  store_->SetInlineLogFlush(inline_flush);
   ASSERT_TRUE(Prepare(Ts(10), Part(), "a", "a10").ok());
   ASSERT_TRUE(store_->SyncLog().ok());
   env_.track_unsynced = true;
@@ -404,6 +424,40 @@ TEST_F(StoreDurableTest, WritesNobodyWaitsForBecomeDurableWithoutAWaiter) {
   ASSERT_TRUE(TryOpen().ok());
   EXPECT_EQ(store_->QueryTxn(Ts(10), Part(), false), TxnState::kCommitted);
   EXPECT_EQ(Get("a").value, "a10");
+}
+
+TEST_F(StoreDurableTest, WritesNobodyWaitsForBecomeDurableWithoutAWaiter) {
+  UnwaitedWritesBecomeDurable(false);
+}
+
+// Inline mode: nobody is woken for a COMMIT and no worker flushes for it; the log writer's
+// backstop must.
+TEST_F(StoreDurableTest, InlineFlushWritesNobodyWaitsForBecomeDurableWithoutAWaiter) {
+  UnwaitedWritesBecomeDurable(true);
+}
+
+// Inline mode on a disk that stalls: after a batch that took long, a worker's FlushInline
+// leaves the next batch to the log writer's thread (the worker goes back to its other
+// requests at once) and the waiter still completes.
+TEST_F(StoreDurableTest, InlineFlushLeavesBatchesToTheLogThreadWhileTheDiskIsSlow) {
+  store_->SetInlineLogFlush(true);
+  env_.sync_delay_us = 200000;  // 200 ms per synced write: far past kSlowBatch
+  std::atomic<int> done{0};
+  ASSERT_TRUE(Prepare(Ts(10), Part(), "a", "x").ok());
+  store_->WhenDurable(
+      store_->DurableTicket(), [&](const Status& st) { done += st.ok(); }, true);
+  store_->FlushLogInline();  // nothing slow seen yet: this thread writes the batch
+  ASSERT_EQ(done.load(), 1) << "the first batch was not written by the caller";
+  ASSERT_TRUE(Prepare(Ts(20), Part(), "b", "y").ok());
+  store_->WhenDurable(
+      store_->DurableTicket(), [&](const Status& st) { done += st.ok(); }, true);
+  store_->FlushLogInline();
+  EXPECT_EQ(done.load(), 1) << "the caller wrote a batch itself after a slow one";
+  for (int i = 0; i < 30000 && done.load() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(done.load(), 2) << "the batch left to the log writer's thread never completed";
+  env_.sync_delay_us = 0;
 }
 
 TEST_F(StoreDurableTest, FailedSyncIsStickyAndReported) {
