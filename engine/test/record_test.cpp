@@ -145,6 +145,30 @@ TEST(RecordTest, EveryFlippedByteButTheStateIsDetected) {
   }
 }
 
+// DecodeCompleteRecord (page scans' pages below the head page) skips the checksum alone:
+// a changed value byte passes, but every structural check still holds.
+TEST(RecordTest, CompleteRecordsSkipTheChecksumButNotTheStructure) {
+  const std::vector<uint8_t> good = Encode(SampleFields());
+  RecordView v;
+  ASSERT_TRUE(DecodeCompleteRecord(good.data(), good.size(), &v).ok());
+  EXPECT_EQ(v.value, SampleFields().value);
+  std::vector<uint8_t> changed = good;
+  changed[kRecordHeaderBytes + SampleFields().key.size()] ^= 0xFF;  // first value byte
+  EXPECT_TRUE(DecodeRecord(changed.data(), changed.size(), &v).Is(Status::Code::kCorruption));
+  ASSERT_TRUE(DecodeCompleteRecord(changed.data(), changed.size(), &v).ok());
+  EXPECT_NE(v.value, SampleFields().value);
+  for (size_t len = 0; len < good.size(); ++len) {
+    EXPECT_TRUE(DecodeCompleteRecord(good.data(), len, &v).Is(Status::Code::kCorruption)) << len;
+  }
+  std::vector<uint8_t> lying = good;
+  const uint16_t key_len = 200;
+  std::memcpy(lying.data() + 14, &key_len, 2);
+  EXPECT_TRUE(DecodeCompleteRecord(lying.data(), lying.size(), &v).Is(Status::Code::kCorruption));
+  lying = good;
+  lying[12] = 9;  // kind
+  EXPECT_TRUE(DecodeCompleteRecord(lying.data(), lying.size(), &v).Is(Status::Code::kCorruption));
+}
+
 TEST(RecordTest, TruncationIsDetected) {
   const std::vector<uint8_t> good = Encode(SampleFields());
   for (size_t len = 0; len < good.size(); ++len) {

@@ -173,6 +173,8 @@ struct ScanStats {
   uint64_t bytes = 0;
   uint64_t rows = 0;
   uint64_t repaired = 0;  // keys the pages could not decide, read by snapshot GET
+  // Pages below the head page at SCAN_OPEN: complete, their records' checksums not computed.
+  uint64_t pages_complete = 0;
   // The page reader (connections, registered buffers) an earlier scan of the client left,
   // rather than a new one: a scan that ends leaves its reader to the next (one at a time).
   bool reused_reader = false;

@@ -53,7 +53,9 @@ inline constexpr uint8_t kRecordTombstone = 1u << 0;
 // log alone, rebuilds the group index (data format version 1 and later).
 inline constexpr uint8_t kRecordGrouped = 1u << 1;
 
-constexpr size_t AlignRecord(size_t n) { return (n + kRecordAlign - 1) & ~(kRecordAlign - 1); }
+constexpr size_t AlignRecord(size_t n) {
+  return (n + kRecordAlign - 1) & ~(kRecordAlign - 1);
+}
 constexpr size_t RecordBytes(size_t key, size_t value, size_t meta) {
   return AlignRecord(kRecordHeaderBytes + key + value + meta);
 }
@@ -95,6 +97,12 @@ size_t EncodeRecord(const RecordFields& f, uint8_t* dst);
 // Decodes and verifies (length, checksum, field bounds). Corruption on any failure.
 Status DecodeRecord(const uint8_t* src, size_t len, RecordView* out);
 
+// Decodes and checks every field as DecodeRecord does, except the checksum: for a copy of a
+// record the caller knows was complete and unchanged (but for its state byte) while it was
+// copied, e.g. a page scan's pages below the head page SCAN_OPEN saw (scanner.cpp). The
+// structure is still checked, so malformed bytes are Corruption, never an overrun.
+Status DecodeCompleteRecord(const uint8_t* src, size_t len, RecordView* out);
+
 // Decodes a record without any check: only for records the caller wrote itself and keeps
 // (the server's own log), where DecodeRecord's checksum would be wasted work.
 RecordView PeekRecord(const uint8_t* src);
@@ -122,8 +130,8 @@ struct Sibling {
 struct Metadata {
   enum class Mode : uint8_t { kNone = 0, kKeys = 1, kPartitions = 2 };
   Mode mode = Mode::kNone;
-  std::vector<Sibling> keys;              // kKeys: the transaction's other keys
-  std::vector<PartitionId> partitions;    // kPartitions: every partition it wrote
+  std::vector<Sibling> keys;            // kKeys: the transaction's other keys
+  std::vector<PartitionId> partitions;  // kPartitions: every partition it wrote
   bool operator==(const Metadata&) const = default;
 };
 
