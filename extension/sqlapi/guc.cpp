@@ -26,6 +26,7 @@ bool row_locks = true;
 int address_cache_entries = 524288;
 int debug_commit_delay_us = 0;
 bool debug_unchecked_lookups = false;
+bool debug_hash_all_rows = false;
 bool debug_scan_own_snapshots = false;
 int debug_immv_separate_put_ms = 0;
 bool debug_immv_local_waits = false;
@@ -160,6 +161,11 @@ void Define() {
   DefineCustomBoolVariable("ramp.debug_unchecked_lookups",
                            "Test only: ramp_hash lookups skip their consistency check.", nullptr,
                            &debug_unchecked_lookups, false, PGC_SUSET,
+                           GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
+  DefineCustomBoolVariable("ramp.debug_hash_all_rows",
+                           "Test only: ramp_hash index scans read every row of a value at once "
+                           "instead of the first one first.",
+                           nullptr, &debug_hash_all_rows, false, PGC_USERSET,
                            GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
   DefineCustomBoolVariable("ramp.debug_scan_own_snapshots",
                            "Test only: every page scan, and every participant of a parallel "

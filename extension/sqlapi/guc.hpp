@@ -26,6 +26,9 @@ extern double scan_row_cost;
 // that it catches fractured reads).
 extern int debug_commit_delay_us;
 extern bool debug_unchecked_lookups;
+// Test only: ramp_hash index scans read all of a value's rows at once, as bitmap scans do
+// (hashindex/scan.cpp reads the first row first): the tests compare the two.
+extern bool debug_hash_all_rows;
 // Test only: page scans (and each participant of a parallel one) draw their own snapshots
 // instead of reading at the statement's (then not read-atomic with the statement's other reads).
 extern bool debug_scan_own_snapshots;
