@@ -23,7 +23,7 @@ bool heap_parallel_workers = true;
 double row_fetch_cost = 2.5;
 double scan_row_cost = 0.03;
 bool row_locks = true;
-int address_cache_entries = 524288;
+int address_cache_entries = -1;
 int debug_commit_delay_us = 0;
 bool debug_unchecked_lookups = false;
 bool debug_hash_all_rows = false;
@@ -189,8 +189,9 @@ void Define() {
         "ramp.address_cache_entries",
         "Row addresses the backends of this server share for one-sided reads (GET*).",
         "Needs pg_ramp in shared_preload_libraries; each entry takes 64 bytes of shared memory. "
-        "0, or without preloading: each backend keeps its own cache.",
-        &address_cache_entries, 524288, 0, 64 * 1024 * 1024, PGC_POSTMASTER, 0, nullptr, nullptr,
+        "-1: half of shared_buffers' size (at least 524288 entries). 0, or without "
+        "preloading: each backend keeps its own cache.",
+        &address_cache_entries, -1, -1, 64 * 1024 * 1024, PGC_POSTMASTER, 0, nullptr, nullptr,
         nullptr);
   }
   MarkGUCPrefixReserved("ramp");
