@@ -74,68 +74,6 @@ void AddRowFetchCosts(List* paths, double tuples) {
   }
 }
 
-bool IsHashIndexPath(const Path* path) {
-  return IsA(path, IndexPath) &&
-         reinterpret_cast<const IndexPath*>(path)->indexinfo->amcostestimate ==
-             reinterpret_cast<void (*)()>(hashindex::CostEstimate);
-}
-
-// The lookups of a bitmap tree made only of ramp_hash index scans (ANDs and ORs of them):
-// their summed cost; false if any other index takes part.
-bool HashBitmapCost(const Path* path, Cost* cost) {
-  if (IsHashIndexPath(path)) {
-    *cost += reinterpret_cast<const IndexPath*>(path)->indextotalcost;
-    return true;
-  }
-  const List* children = nullptr;
-  if (IsA(path, BitmapAndPath)) {
-    children = reinterpret_cast<const BitmapAndPath*>(path)->bitmapquals;
-  } else if (IsA(path, BitmapOrPath)) {
-    children = reinterpret_cast<const BitmapOrPath*>(path)->bitmapquals;
-  } else {
-    return false;
-  }
-  const ListCell* lc;
-  foreach (lc, children) {
-    if (!HashBitmapCost(static_cast<const Path*>(lfirst(lc)), cost)) return false;
-  }
-  return true;
-}
-
-// A ramp_hash lookup reads its entries' rows itself, in one read (its estimate counts
-// them: hashindex/cost.cpp), so the table fetches that follow, by index scan or bitmap heap
-// scan, read nothing more. PostgreSQL still charged them as table pages, one random page per
-// row at correlation 0 (cost_index, cost_bitmap_heap_scan): 30 rows of lineitem by l_partkey
-// cost 128 instead of 12, TPC-H Q20's plan on ramp_hash indexes came to 109 000 and crossed
-// jit_above_cost (JIT compilation took longer than heap's whole query). Such paths cost the
-// lookups and the CPU per row instead.
-void ReplaceHashLookupCosts(List* paths, RelOptInfo* rel) {
-  ListCell* lc;
-  foreach (lc, paths) {
-    Path* path = static_cast<Path*>(lfirst(lc));
-    Cost lookups = 0;
-    Selectivity selectivity = 0;
-    if (IsHashIndexPath(path)) {
-      auto* index_path = reinterpret_cast<IndexPath*>(path);
-      lookups = index_path->indextotalcost;
-      selectivity = index_path->indexselectivity;
-    } else if (IsA(path, BitmapHeapPath)) {
-      auto* bitmap_path = reinterpret_cast<BitmapHeapPath*>(path);
-      if (!HashBitmapCost(bitmap_path->bitmapqual, &lookups)) continue;
-      Cost ignored = 0;
-      cost_bitmap_tree_node(bitmap_path->bitmapqual, &ignored, &selectivity);
-    } else {
-      continue;
-    }
-    const double tuples = clamp_row_est(selectivity * rel->tuples);
-    const Cost cpu =
-        tuples * (cpu_tuple_cost + rel->baserestrictcost.per_tuple) / ParallelDivisor(path);
-    // A bitmap heap scan's startup cost is its bitmap's: the lookups themselves.
-    const Cost total = std::max(path->startup_cost, lookups) + cpu;
-    if (total < path->total_cost) path->total_cost = total;
-  }
-}
-
 // A sequential scan of a ramp table decodes and checks every row it reads on the client
 // (record checksums, visibility, the hand-over to the executor): at SF 0.1 it took 2-3x heap's
 // time for lineitem where its cost (the servers' pages and cpu_tuple_cost per row) was 1.3x
@@ -180,8 +118,6 @@ void SetRelPathlist(PlannerInfo* root, RelOptInfo* rel, Index rti, RangeTblEntry
   const bool big = ramp && prefetching && blocks >= RELSEG_SIZE;
   RelationClose(relation);
   if (!ramp) return;
-  ReplaceHashLookupCosts(rel->pathlist, rel);
-  ReplaceHashLookupCosts(rel->partial_pathlist, rel);
   if (fetch_costs) {
     AddRowFetchCosts(rel->pathlist, rel->tuples);
     AddRowFetchCosts(rel->partial_pathlist, rel->tuples);

@@ -15,9 +15,7 @@ void CostEstimate(struct PlannerInfo* root, struct IndexPath* path, double loop_
   // (a ramp_hash index has no local pages): one random page per lookup, plus CPU per entry.
   // Costs are per lookup (the planner multiplies by loop_count).
   // Each entry comes with its row (the lookup prefetches the rows it names, so the table
-  // AM's fetches that follow cost nothing more, and pg_ramp.cpp's ReplaceHashLookupCosts
-  // takes off the table page costs PostgreSQL adds for them): a tenth of ramp.row_fetch_cost
-  // per entry.
+  // AM's fetches that follow cost nothing more): a tenth of ramp.row_fetch_cost per entry.
   // Without it, 600 entries cost 8.5 (4.5 more than one): TPC-H Q20 on ramp_hash indexes
   // ANDed two bitmap lookups, one of 600 entries, 736 times (2.7 s; heap 17 ms).
   *startup_cost = 0;

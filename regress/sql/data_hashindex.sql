@@ -87,25 +87,6 @@ UPDATE orders SET o_total = 0 WHERE o_cust = 100;
 SELECT count(*), sum(o_total) FROM orders WHERE o_cust = 100;
 ROLLBACK;
 
--- A lookup reads its entries' rows itself: index and bitmap heap scans through ramp_hash
--- cost the lookup and CPU per row, not one random table page per row as PostgreSQL charges
--- (about 4 per row; 20 rows of o_cust = 7 would come to about 70 instead of about 10).
-CREATE FUNCTION plan_cost(query text) RETURNS numeric LANGUAGE plpgsql AS $$
-DECLARE plan json;
-BEGIN
-  EXECUTE 'EXPLAIN (FORMAT JSON) ' || query INTO plan;
-  RETURN (plan -> 0 -> 'Plan' ->> 'Total Cost')::numeric;
-END $$;
-SET enable_seqscan = off;
-SET enable_bitmapscan = off;
-SELECT plan_cost('SELECT o_id FROM orders WHERE o_cust = 7') < 20 AS index_scan_costs_lookup;
-RESET enable_bitmapscan;
-SET enable_indexscan = off;
-SELECT plan_cost('SELECT o_id FROM orders WHERE o_cust = 7') < 20 AS bitmap_scan_costs_lookup;
-RESET enable_indexscan;
-RESET enable_seqscan;
-DROP FUNCTION plan_cost(text);
-
 -- Index scans read the row of a value's smallest row id first and the others only when the
 -- executor asks for a second row (EXISTS, semi and anti joins stop at the first): the same
 -- rows as reading every row at once (ramp.debug_hash_all_rows), own writes overlaid, and
