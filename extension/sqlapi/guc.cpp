@@ -23,9 +23,10 @@ bool heap_parallel_workers = true;
 double row_fetch_cost = 2.5;
 double scan_row_cost = 0.03;
 bool row_locks = true;
-int address_cache_entries = 524288;
+int address_cache_entries = -1;
 int debug_commit_delay_us = 0;
 bool debug_unchecked_lookups = false;
+bool debug_hash_all_rows = false;
 bool debug_scan_own_snapshots = false;
 int debug_immv_separate_put_ms = 0;
 bool debug_immv_local_waits = false;
@@ -161,6 +162,11 @@ void Define() {
                            "Test only: ramp_hash lookups skip their consistency check.", nullptr,
                            &debug_unchecked_lookups, false, PGC_SUSET,
                            GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
+  DefineCustomBoolVariable("ramp.debug_hash_all_rows",
+                           "Test only: ramp_hash index scans read every row of a value at once "
+                           "instead of the first one first.",
+                           nullptr, &debug_hash_all_rows, false, PGC_USERSET,
+                           GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
   DefineCustomBoolVariable("ramp.debug_scan_own_snapshots",
                            "Test only: every page scan, and every participant of a parallel "
                            "one, reads at a snapshot of its own instead of the statement's.",
@@ -183,8 +189,9 @@ void Define() {
         "ramp.address_cache_entries",
         "Row addresses the backends of this server share for one-sided reads (GET*).",
         "Needs pg_ramp in shared_preload_libraries; each entry takes 64 bytes of shared memory. "
-        "0, or without preloading: each backend keeps its own cache.",
-        &address_cache_entries, 524288, 0, 64 * 1024 * 1024, PGC_POSTMASTER, 0, nullptr, nullptr,
+        "-1: half of shared_buffers' size (at least 524288 entries). 0, or without "
+        "preloading: each backend keeps its own cache.",
+        &address_cache_entries, -1, -1, 64 * 1024 * 1024, PGC_POSTMASTER, 0, nullptr, nullptr,
         nullptr);
   }
   MarkGUCPrefixReserved("ramp");

@@ -5,18 +5,20 @@
 
 namespace pgramp::guc {
 
-extern char* nodes;                // ramp.nodes: comma-separated seed endpoints
-extern int transport;              // ramp.transport: index into kTransportNames
-extern int read_path;              // ramp.read_path: index into kReadPathNames
-extern int timeout_ms;             // ramp.timeout_ms
-extern int connect_timeout_ms;     // ramp.connect_timeout_ms
-extern char* token_file;           // ramp.token_file (superuser only)
-extern int buckets;                // ramp.buckets: partitions of a new keyspace
-extern int scan_method;            // ramp.scan_method: 0 auto, 1 probe, 2 pages
-extern bool rescan_cache;          // ramp.rescan_cache: rescans replay an earlier pass's rows
-extern double row_fetch_cost;      // ramp.row_fetch_cost: planner cost of a row fetched by TID
-extern int address_cache_entries;  // ramp.address_cache_entries: shared GET* cache size
-extern bool row_locks;             // ramp.row_locks: UPDATE/DELETE/FOR UPDATE take write intents
+extern char* nodes;             // ramp.nodes: comma-separated seed endpoints
+extern int transport;           // ramp.transport: index into kTransportNames
+extern int read_path;           // ramp.read_path: index into kReadPathNames
+extern int timeout_ms;          // ramp.timeout_ms
+extern int connect_timeout_ms;  // ramp.connect_timeout_ms
+extern char* token_file;        // ramp.token_file (superuser only)
+extern int buckets;             // ramp.buckets: partitions of a new keyspace
+extern int scan_method;         // ramp.scan_method: 0 auto, 1 probe, 2 pages
+extern bool rescan_cache;       // ramp.rescan_cache: rescans replay an earlier pass's rows
+extern double row_fetch_cost;   // ramp.row_fetch_cost: planner cost of a row fetched by TID
+// ramp.address_cache_entries: shared GET* cache size (-1: from shared_buffers, see
+// xact/shared_addresses.cpp)
+extern int address_cache_entries;
+extern bool row_locks;  // ramp.row_locks: UPDATE/DELETE/FOR UPDATE take write intents
 // ramp.heap_parallel_workers: ramp scans get the parallel workers heap would plan
 extern bool heap_parallel_workers;
 // ramp.scan_row_cost: planner cost of each row a sequential scan of a ramp table reads
@@ -26,6 +28,9 @@ extern double scan_row_cost;
 // that it catches fractured reads).
 extern int debug_commit_delay_us;
 extern bool debug_unchecked_lookups;
+// Test only: ramp_hash index scans read all of a value's rows at once, as bitmap scans do
+// (hashindex/scan.cpp reads the first row first): the tests compare the two.
+extern bool debug_hash_all_rows;
 // Test only: page scans (and each participant of a parallel one) draw their own snapshots
 // instead of reading at the statement's (then not read-atomic with the statement's other reads).
 extern bool debug_scan_own_snapshots;

@@ -3,6 +3,11 @@
 -- another backend's first lookup of that row one-sided.
 CREATE EXTENSION pg_ramp;
 SELECT shared, capacity >= 1024 AS has_capacity FROM ramp.address_cache();
+-- Its default size (-1) follows shared_buffers: half as many bytes, 64 per entry.
+SELECT current_setting('ramp.address_cache_entries') AS entries_setting,
+       capacity >= greatest(524288, pg_size_bytes(current_setting('shared_buffers')) / 128)
+         AS sized_from_shared_buffers
+  FROM ramp.address_cache();
 
 CREATE TABLE addr (id int PRIMARY KEY, v text) USING ramp;
 INSERT INTO addr SELECT g, 'v' || g FROM generate_series(1, 200) g;

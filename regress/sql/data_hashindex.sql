@@ -87,6 +87,80 @@ UPDATE orders SET o_total = 0 WHERE o_cust = 100;
 SELECT count(*), sum(o_total) FROM orders WHERE o_cust = 100;
 ROLLBACK;
 
+-- Index scans read the row of a value's smallest row id first and the others only when the
+-- executor asks for a second row (EXISTS, semi and anti joins stop at the first): the same
+-- rows as reading every row at once (ramp.debug_hash_all_rows), own writes overlaid, and
+-- far fewer rows read for existence.
+CREATE TEMP TABLE probe (k int);
+INSERT INTO probe SELECT g FROM generate_series(0, 60) g;
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
+SET enable_material = off;
+SET enable_memoize = off;
+CREATE TEMP TABLE first_rows (mode text, q text, result text);
+CREATE FUNCTION probe_results() RETURNS TABLE (q text, result text) LANGUAGE sql AS $$
+  SELECT 'counts', string_agg(format('%s:%s:%s', k,
+      (SELECT count(*) FROM orders o WHERE o.o_cust = p.k),
+      (SELECT sum(o_id) FROM orders o WHERE o.o_cust = p.k)), ' ' ORDER BY k) FROM probe p
+  UNION ALL
+  SELECT 'exists', string_agg(k::text, ' ' ORDER BY k)
+    FROM probe p WHERE EXISTS (SELECT 1 FROM orders o WHERE o.o_cust = p.k)
+  UNION ALL
+  SELECT 'exists filtered', string_agg(k::text, ' ' ORDER BY k)
+    FROM probe p WHERE EXISTS (SELECT 1 FROM orders o WHERE o.o_cust = p.k AND o.o_id > 985)
+  UNION ALL
+  SELECT 'not exists', string_agg(k::text, ' ' ORDER BY k)
+    FROM probe p WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.o_cust = p.k
+                                     AND o.o_id % 50 <> 7)
+  UNION ALL
+  SELECT 'limit 2', string_agg(k::text || '=' || ids, ' ' ORDER BY k)
+    FROM probe p, LATERAL (SELECT string_agg(o_id::text, ',') AS ids
+                             FROM (SELECT o_id FROM orders o WHERE o.o_cust = p.k LIMIT 2) l) x
+$$;
+EXPLAIN (COSTS OFF)
+SELECT k FROM probe p WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.o_cust = p.k);
+SELECT lookups AS l0 FROM ramp.address_cache() \gset
+SELECT count(*) FROM probe p WHERE EXISTS (SELECT 1 FROM orders o WHERE o.o_cust = p.k);
+SELECT lookups AS l1 FROM ramp.address_cache() \gset
+SET ramp.debug_hash_all_rows = on;
+SELECT count(*) FROM probe p WHERE EXISTS (SELECT 1 FROM orders o WHERE o.o_cust = p.k);
+SELECT lookups AS l2 FROM ramp.address_cache() \gset
+SELECT :l1 - :l0 < (:l2 - :l1) / 4 AS far_fewer_rows_read;
+RESET ramp.debug_hash_all_rows;
+INSERT INTO first_rows SELECT 'first', * FROM probe_results();
+SET ramp.debug_hash_all_rows = on;
+INSERT INTO first_rows SELECT 'all', * FROM probe_results();
+RESET ramp.debug_hash_all_rows;
+-- Own writes: rows inserted into, deleted from and moved between values.
+BEGIN;
+INSERT INTO orders (o_id, o_cust) SELECT 3000 + g, g % 5 FROM generate_series(1, 20) g;
+INSERT INTO orders (o_id, o_cust) VALUES (4000, 55);
+DELETE FROM orders WHERE o_cust = 3 AND o_id < 500;
+DELETE FROM orders WHERE o_cust = 11;
+UPDATE orders SET o_cust = 12 WHERE o_cust = 13 AND o_id % 100 = 13;
+SELECT string_agg(q || ': ' || result, E'\n' ORDER BY q) AS own_first FROM probe_results() \gset
+SET LOCAL ramp.debug_hash_all_rows = on;
+SELECT string_agg(q || ': ' || result, E'\n' ORDER BY q) AS own_all FROM probe_results() \gset
+ROLLBACK;
+INSERT INTO first_rows SELECT 'first, after rollback', * FROM probe_results();
+SELECT q, count(DISTINCT result) AS results, count(*) AS modes FROM first_rows
+ GROUP BY q ORDER BY q;
+SELECT :'own_first' = :'own_all' AS same_rows_with_own_writes,
+       :'own_first' <> (SELECT string_agg(q || ': ' || result, E'\n' ORDER BY q)
+                          FROM first_rows WHERE mode = 'first') AS own_writes_seen;
+SELECT regexp_replace(regexp_replace(:'own_first', '^counts: [^\n]*\n', ''),
+                      'limit 2: [^\n]*\n', '') AS own_writes_results;
+DROP FUNCTION probe_results();
+DROP TABLE first_rows, probe;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+RESET enable_hashjoin;
+RESET enable_mergejoin;
+RESET enable_material;
+RESET enable_memoize;
+
 -- Moving storage between tablespaces keeps the keyspaces (the table AM is told; for the
 -- index PostgreSQL copies the files itself, and the keyspace follows at the next catalog
 -- reconciliation).
