@@ -522,14 +522,18 @@ void CollectCommits(Client::Impl& c, WriteAheadPut& put) {
 }
 
 // Moves the writes ahead in flight one step on: COMMITs sent earlier are collected, PREPAREs
-// sent earlier are collected and their COMMITs sent. The first failure is returned.
+// sent before the newest PUT's are collected and their COMMITs sent. The first failure is
+// returned.
 Status Advance(Client::Impl& c, WriteBatch* batch) {
   Status first;
   while (!c.write_ahead.empty() && c.write_ahead.front().prepares.empty()) {
     CollectCommits(c, c.write_ahead.front());
     c.write_ahead.pop_front();
   }
-  for (WriteAheadPut& put : c.write_ahead) {
+  // The newest PUT's PREPAREs stay in flight while the caller goes on: the servers work on
+  // two pieces while the caller makes the next.
+  for (size_t i = 0; i + 1 < c.write_ahead.size(); i++) {
+    WriteAheadPut& put = c.write_ahead[i];
     if (put.prepares.empty()) continue;
     Status st = CollectPrepares(c, put, batch, false);
     if (!st.ok() && first.ok()) first = st;
