@@ -129,6 +129,39 @@ TEST(WriteBatchTest, DiscardKeyspaceDropsItsWritesAndTheirUndo) {
   EXPECT_TRUE(b.empty());
 }
 
+// Rows written ahead (Client::WriteAhead) are not sent again; a later write of one is, as
+// a replacement of a committed version (a delete as a tombstone), and undoing that write
+// (ROLLBACK TO) brings the written-ahead entry back.
+TEST(WriteBatchTest, EntriesWrittenAheadAreSentAgainOnlyWhenWrittenAgain) {
+  WriteBatch b;
+  ASSERT_TRUE(b.Insert(kTable, EntryKey{0, 1}, "one", 1, kTopSubTxn).ok());
+  ASSERT_TRUE(b.Insert(kTable, EntryKey{0, 2}, "two", 1, kTopSubTxn).ok());
+  ASSERT_TRUE(b.SetStreamed(kTable.id, EntryKey{0, 1}, true));
+  ASSERT_TRUE(b.SetStreamed(kTable.id, EntryKey{0, 2}, true));
+  EXPECT_FALSE(b.SetStreamed(kTable.id, EntryKey{0, 3}, true));  // no such entry
+  EXPECT_FALSE(b.Find(kTable.id, EntryKey{0, 1})->sent());
+  // A delete of a row written ahead, inside a subtransaction: a tombstone ...
+  b.Delete(kTable, EntryKey{0, 1}, 2, 2, false, nullptr);
+  const BatchEntry* w = b.Find(kTable.id, EntryKey{0, 1});
+  EXPECT_TRUE(w->sent());
+  EXPECT_TRUE(w->remote);
+  EXPECT_FALSE(w->streamed);
+  // ... until the subtransaction rolls back: written ahead again, nothing to send.
+  b.RollbackSubtransaction(2);
+  w = b.Find(kTable.id, EntryKey{0, 1});
+  EXPECT_TRUE(w->streamed);
+  EXPECT_FALSE(w->deleted);
+  EXPECT_FALSE(w->sent());
+  // A new value at top level is sent (over the version written ahead).
+  ASSERT_TRUE(b.Insert(kTable, EntryKey{0, 2}, "two'", 3, kTopSubTxn).ok());
+  w = b.Find(kTable.id, EntryKey{0, 2});
+  EXPECT_TRUE(w->sent());
+  EXPECT_EQ(w->value, "two'");
+  // Unmarked (its PUT aborted): sent with the rest.
+  ASSERT_TRUE(b.SetStreamed(kTable.id, EntryKey{0, 1}, false));
+  EXPECT_TRUE(b.Find(kTable.id, EntryKey{0, 1})->sent());
+}
+
 TEST(RowKeyTest, RowKeysAreBigEndianAndOnlyEightBytesDecode) {
   EXPECT_EQ(RowKey(0x0102), std::string("\0\0\0\0\0\0\x01\x02", 8));
   uint64_t id = 0;

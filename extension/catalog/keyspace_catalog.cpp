@@ -375,7 +375,46 @@ struct AmCache {
   ramp::KeyspaceId keyspace;
   uint32_t buckets;
   bool grouped;
+  // The commit of a bulk load that wrote this keyspace ahead (AheadMarkerKey), zero if none
+  // or if the storage's creator finished before this transaction's first snapshot.
+  uint64_t visible_from_time;
+  uint64_t visible_from_client;
 };
+
+// When the relation's storage may have been created by a transaction that ended after this
+// transaction's first snapshot (its pg_class row is that new), the commit time of a bulk
+// load that wrote it ahead, from its marker key (zero: none, or not readable now: the reads
+// then report the cluster's state themselves).
+ramp::Timestamp AheadCommitOf(Relation rel, const ramp::KeyspaceRef& ref) {
+  const bool young = PgCall([&] {
+    HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(RelationGetRelid(rel)));
+    if (!HeapTupleIsValid(tuple)) return false;
+    const TransactionId xmin = HeapTupleHeaderGetXmin(tuple->t_data);
+    ReleaseSysCache(tuple);
+    return !TransactionIdIsValid(TransactionXmin) || !TransactionIdIsNormal(xmin) ||
+           TransactionIdFollowsOrEquals(xmin, TransactionXmin);
+  });
+  if (!young) return ramp::Timestamp();
+  Session& session = Session::Get();
+  try {
+    session.Define(ref);
+    ramp::ReadResult marker;
+    if (session.reads().Get(ref.id, AheadMarkerKey(), &marker, /*latest=*/true).ok() &&
+        marker.found) {
+      return marker.ts;
+    }
+  } catch (const RampError&) {
+  }
+  return ramp::Timestamp();
+}
+
+// A statement that started before a bulk load committed ahead into the keyspace reads
+// none of it (as a statement that started before its commit reads none of a PUT).
+ramp::KeyspaceRef GuardAhead(ramp::KeyspaceRef ref, const AmCache& cache) {
+  const ramp::Timestamp from{cache.visible_from_time, cache.visible_from_client};
+  if (!from.zero() && Session::Get().StatementSnapshot() < from) ref.fresh = true;
+  return ref;
+}
 
 StorageId StorageOf(const RelFileNode& node) {
   return StorageId{StorageTablespace(node.spcNode), node.relNode};
@@ -392,7 +431,8 @@ ramp::KeyspaceRef RelationKeyspace(Relation rel) {
   auto* cache = static_cast<AmCache*>(rel->rd_amcache);
   if (cache != nullptr && cache->magic == kAmCacheMagic && cache->reltablespace == storage.first &&
       cache->relfilenode == storage.second) {
-    return ramp::KeyspaceRef{cache->keyspace, cache->buckets, cache->grouped, false};
+    return GuardAhead(ramp::KeyspaceRef{cache->keyspace, cache->buckets, cache->grouped, false},
+                      *cache);
   }
   KeyspaceRow row = PgCall([&] { return CatalogFindByStorage(storage.first, storage.second); });
   if ((!row.found || row.kind == kKindDropped) && rel->rd_rel->relkind == RELKIND_INDEX) {
@@ -411,12 +451,15 @@ ramp::KeyspaceRef RelationKeyspace(Relation rel) {
   }
   ramp::KeyspaceRef ref{static_cast<ramp::KeyspaceId>(row.keyspace),
                         static_cast<uint32_t>(row.buckets), row.kind == kKindIndex, false};
+  const ramp::Timestamp ahead =
+      row.kind == kKindTable ? AheadCommitOf(rel, ref) : ramp::Timestamp();
   auto* fresh = static_cast<AmCache*>(
       PgCall([&] { return MemoryContextAllocZero(CacheMemoryContext, sizeof(AmCache)); }));
-  *fresh = AmCache{kAmCacheMagic, storage.first, storage.second, ref.id, ref.buckets, ref.grouped};
+  *fresh = AmCache{kAmCacheMagic, storage.first, storage.second, ref.id,
+                   ref.buckets,   ref.grouped,   ahead.time,     ahead.client};
   if (rel->rd_amcache != nullptr) PgCall([&] { pfree(rel->rd_amcache); });
   rel->rd_amcache = fresh;
-  return ref;
+  return GuardAhead(ref, *fresh);
 }
 
 bool ClusterCatalogEnabled() {

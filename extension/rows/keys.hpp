@@ -51,6 +51,14 @@ inline std::string_view RowIdSequenceKey() {
   return std::string_view("\0rowid-seq", 10);
 }
 
+// Written by the commit of a transaction whose bulk load committed rows of this (new) table
+// ahead of it (xact.hpp, NoteInsertedAhead), at that commit's timestamp: a statement whose
+// snapshot is older started before the load committed and reads the table as empty
+// (RelationKeyspace). Not a row key either.
+inline std::string_view AheadMarkerKey() {
+  return std::string_view("\0ahead-commit", 13);
+}
+
 inline uint32_t BlockOfRowId(uint64_t rowid) {
   return static_cast<uint32_t>(rowid / kRowsPerBlock);
 }

@@ -17,6 +17,7 @@ int timeout_ms = 10000;
 int connect_timeout_ms = 5000;
 char* token_file = nullptr;
 int buckets = 16;
+int write_ahead_rows = 16384;
 int scan_method = 0;
 bool rescan_cache = true;
 bool heap_parallel_workers = true;
@@ -148,6 +149,14 @@ void Define() {
   DefineCustomIntVariable("ramp.buckets", "Partitions of a new ramp table or index.",
                           "Fixed when the relation's storage is created (CREATE, TRUNCATE).",
                           &buckets, 16, 1, 65536, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "ramp.write_ahead_rows",
+      "Rows a bulk load into a table created or truncated by its transaction commits ahead of "
+      "the transaction, per RAMP PUT.",
+      "Such a table is seen by no one else before the transaction commits: its rows go to the "
+      "cluster in PUTs of this many while the load runs, and COMMIT has only the rest to send. "
+      "0: every row is sent at COMMIT.",
+      &write_ahead_rows, 16384, 0, 1 << 20, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable("ramp.debug_commit_delay_us",
                           "Test only: commits reach one server this long before the others.",
                           nullptr, &debug_commit_delay_us, 0, 0, 10 * 1000 * 1000, PGC_SUSET,

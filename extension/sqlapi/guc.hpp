@@ -12,6 +12,8 @@ extern int timeout_ms;          // ramp.timeout_ms
 extern int connect_timeout_ms;  // ramp.connect_timeout_ms
 extern char* token_file;        // ramp.token_file (superuser only)
 extern int buckets;             // ramp.buckets: partitions of a new keyspace
+// ramp.write_ahead_rows: bulk loads commit ahead in PUTs of this many rows
+extern int write_ahead_rows;
 extern int scan_method;         // ramp.scan_method: 0 auto, 1 probe, 2 pages
 extern bool rescan_cache;       // ramp.rescan_cache: rescans replay an earlier pass's rows
 extern double row_fetch_cost;   // ramp.row_fetch_cost: planner cost of a row fetched by TID

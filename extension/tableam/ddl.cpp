@@ -34,7 +34,20 @@ void RelationNontransactionalTruncate(Relation rel) {
       throw SqlError(ERRCODE_INTERNAL_ERROR,
                      "non-transactional truncate of a ramp table with committed rows");
     }
-    Xact().writes.DiscardKeyspace(ks.id);
+    XactState& x = Xact();
+    // Rows a bulk load committed ahead (xact.hpp) are on the cluster: they get tombstones,
+    // sent at COMMIT with the rest (the keyspace is seen by no one else until then).
+    std::vector<ramp::EntryKey> ahead;
+    if (const ramp::WriteBatch::Keyspace* k = x.writes.Of(ks.id)) {
+      for (const auto& [key, w] : k->entries()) {
+        if (w.streamed || w.remote) ahead.push_back(key);
+      }
+    }
+    x.ahead_pending.erase(ks.id);
+    x.writes.DiscardKeyspace(ks.id);
+    const CommandId cid = GetCurrentCommandId(false);
+    const ramp::SubTxnId sub = GetCurrentSubTransactionId();
+    for (const ramp::EntryKey& key : ahead) x.writes.Delete(ks, key, cid, sub, true, nullptr);
   });
 }
 

@@ -168,6 +168,7 @@ void InsertSlots(Relation rel, TupleTableSlot** slots, int nslots, CommandId cid
   Session& session = Session::Get();
   const ramp::SubTxnId sub = GetCurrentSubTransactionId();
   x.writes.set_limits(session.client().write_limits());
+  std::vector<uint64_t> rowids(static_cast<size_t>(nslots));
   for (int i = 0; i < nslots; i++) {
     std::string value = EncodeSlot(slots[i]);
     const uint64_t rowid = NextRowId(ks);
@@ -181,7 +182,10 @@ void InsertSlots(Relation rel, TupleTableSlot** slots, int nslots, CommandId cid
     slots[i]->tts_tableOid = RelationGetRelid(rel);
     SetTid(&slots[i]->tts_tid, rowid);
     MarkOwnVersion(slots[i], cid);  // RETURNING xmin, AFTER triggers
+    rowids[i] = rowid;
   }
+  // A bulk load into a table of this transaction commits ahead (xact.hpp).
+  NoteInsertedAhead(x, ks, rowids.data(), nslots);
 }
 
 void TupleInsert(Relation rel, TupleTableSlot* slot, CommandId cid, int options,

@@ -45,6 +45,8 @@ class Session {
   // snapshot is the statement's start (see StatementSnapshot), and its reads are atomic
   // together (ramp/read_session.h). Created on first use, dropped at transaction end.
   ramp::ReadSession& reads();
+  // The current statement's snapshot (what reads() reads at).
+  ramp::Timestamp StatementSnapshot() const;
   // The read session if this transaction has one (no connection is made).
   const ramp::ReadSession* reads_if_any() const { return reads_.get(); }
   // A transaction of this session committed at ts: later statements' snapshots include it.
@@ -90,7 +92,6 @@ class Session {
   Session() = default;
   void Open();
   void Reset() noexcept;
-  ramp::Timestamp StatementSnapshot() const;
   int64_t StatementStart() const;
   static std::string SettingsFingerprint();
 

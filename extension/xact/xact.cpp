@@ -54,6 +54,44 @@ void ReleaseRowLocks() noexcept {
   current->key_intents.clear();
 }
 
+// Ends the writes ahead before the transaction's own PUT: each is committed (one whose
+// PREPAREs failed is aborted, its rows unmarked: the PUT sends them). Fails if the client
+// that wrote ahead is gone (its PUTs in flight went with it).
+void FinishWritesAhead(XactState& x) {
+  if (x.ahead_client == 0) return;
+  Session& session = Session::Get();
+  if (x.ahead_lost || !session.has_client() ||
+      session.client_if_any()->client_id() != x.ahead_client) {
+    throw SqlError(ERRCODE_CONNECTION_FAILURE,
+                   "lost the connection that wrote rows of this transaction ahead of its commit",
+                   "The rows a bulk load committed ahead may be incomplete; the transaction is "
+                   "aborted.");
+  }
+  const ramp::Status st = session.client_if_any()->FinishWriteAhead(&x.writes);
+  if (!st.ok()) {
+    ereport(DEBUG1, (errmsg("ramp: a write ahead failed (%s); COMMIT sends its rows",
+                            st.ToString().c_str())));
+  }
+  x.ahead_client = 0;
+  // The marker goes with the transaction's own PUT, at its timestamp: statements that
+  // started before it read none of these keyspaces (RelationKeyspace), though the rows
+  // written ahead carry older timestamps.
+  for (ramp::KeyspaceId ks : x.ahead_keyspaces) {
+    session.Check(x.writes.PutKey(ks, AheadMarkerKey(), ""), "marking a bulk load's commit");
+  }
+}
+
+// After an abort: what was written ahead and is still only prepared is aborted, and what
+// is committing is waited for, before the fresh keyspaces are removed. Best effort.
+void AbortWritesAhead(XactState& x) {
+  if (x.ahead_client == 0) return;
+  Session& session = Session::Get();
+  if (session.has_client() && session.client_if_any()->client_id() == x.ahead_client) {
+    session.client_if_any()->FinishWriteAhead(nullptr, /*abort=*/true);
+  }
+  x.ahead_client = 0;
+}
+
 // About what a server's record costs beyond the row's value (header, key, alignment).
 constexpr uint64_t kRecordOverheadBytes = 72;
 
@@ -142,6 +180,7 @@ void PreCommit() {
                    "The transaction is aborted instead of committing wrong data.");
   }
   if (x->catalog_changed) ReconcileCatalog(*x);
+  FinishWritesAhead(*x);
   if (!x->view_logs.empty() && guc::debug_immv_separate_put_ms > 0) {
     CommitViewDeltasApart(*x);
   } else if (!x->writes.empty()) {
@@ -185,6 +224,7 @@ void AfterCommit() {
 void AfterAbort() {
   XactState* x = XactIfAny();
   if (x == nullptr) return;
+  AbortWritesAhead(*x);
   // Builds of subtransactions rolled back earlier are orphans as well. (Not
   // drop_after_commit: those relations' DROP was just rolled back.)
   for (ramp::KeyspaceId ks : x->drop_at_end) x->drop_after_abort.emplace_back(ks, 0);
@@ -207,6 +247,14 @@ void AfterAbort() {
 
 void EndTransaction() {
   ReleaseRowLocks();
+  if (current != nullptr && current->ahead_client != 0) {
+    // Not ended by the commit or abort paths (PREPARE TRANSACTION refuses ramp writes;
+    // an error in AfterAbort): nothing written ahead may stay in flight.
+    try {
+      AbortWritesAhead(*current);
+    } catch (...) {
+    }
+  }
   current.reset();
   Session::Get().EndTransaction();
   ResetBoundaryState();
@@ -270,6 +318,45 @@ bool XactState::IsFresh(ramp::KeyspaceId ks) const {
     if (ref.id == ks) return true;
   }
   return false;
+}
+
+void NoteInsertedAhead(XactState& x, const ramp::KeyspaceRef& ks, const uint64_t* rowids, int n) {
+  // ks.fresh alone is not enough: a statement older than a bulk load reads that load's
+  // keyspace as fresh (empty) too; only this transaction's own keyspaces are written ahead.
+  if (guc::write_ahead_rows <= 0 || x.ahead_stopped || !ks.fresh || ks.grouped ||
+      !x.IsFresh(ks.id)) {
+    return;
+  }
+  // Only at top level: no subtransaction is open that could roll these rows (or any row
+  // buffered before them) back; a top-level abort removes the whole keyspace.
+  if (GetCurrentSubTransactionId() != TopSubTransactionId) return;
+  std::vector<ramp::EntryKey>& pending = x.ahead_pending[ks.id];
+  for (int i = 0; i < n; i++) pending.push_back(ramp::EntryKey{0, rowids[i]});
+  if (pending.size() < static_cast<size_t>(guc::write_ahead_rows)) return;
+  Session& session = Session::Get();
+  ramp::Client& client = session.client();
+  if (x.ahead_client != 0 && x.ahead_client != client.client_id()) {
+    x.ahead_stopped = x.ahead_lost = true;  // the commit fails (FinishWritesAhead)
+    x.ahead_pending.clear();
+    return;
+  }
+  // Rows committed ahead into a keyspace of this transaction: removed if it aborts (with
+  // the cluster's catalog, every keyspace it created is).
+  if (!ClusterCatalogEnabled() &&
+      std::find_if(x.drop_after_abort.begin(), x.drop_after_abort.end(),
+                   [&](const auto& d) { return d.first == ks.id; }) == x.drop_after_abort.end()) {
+    x.drop_after_abort.emplace_back(ks.id, ramp::kTopSubTxn);
+  }
+  x.ahead_client = client.client_id();
+  x.ahead_keyspaces.insert(ks.id);
+  const ramp::Status st = client.WriteAhead(x.writes, ks, pending);
+  pending.clear();
+  if (!st.ok()) {
+    // Its rows are unmarked (COMMIT sends them); no more writing ahead in this transaction.
+    x.ahead_stopped = true;
+    x.ahead_pending.clear();
+    ereport(DEBUG1, (errmsg("ramp: writing ahead stopped: %s", st.ToString().c_str())));
+  }
 }
 
 XactState& Xact() {

@@ -87,6 +87,16 @@ struct XactState {
   // `RETURNING xmax = 0` tells an upsert's insertions from its updates.
   std::set<std::pair<ramp::KeyspaceId, uint64_t>> tuple_locked;
 
+  // Writes ahead of the commit (bulk loading; ramp.write_ahead_rows, Client::WriteAhead):
+  // rows inserted into fresh table keyspaces, not yet written ahead, per keyspace; the
+  // client that writes ahead (0: none yet); whether writing ahead stopped (an error, or
+  // the client changed: then ahead_lost, and the commit fails).
+  std::map<ramp::KeyspaceId, std::vector<ramp::EntryKey>> ahead_pending;
+  std::set<ramp::KeyspaceId> ahead_keyspaces;  // written ahead: get AheadMarkerKey at commit
+  uint64_t ahead_client = 0;
+  bool ahead_stopped = false;
+  bool ahead_lost = false;
+
   bool IsFresh(ramp::KeyspaceId ks) const;
 };
 
@@ -96,6 +106,10 @@ XactState& Xact();
 XactState* XactIfAny();
 
 void InstallXactCallbacks();
+
+// Notes rows just inserted at top level into a fresh table keyspace; once
+// ramp.write_ahead_rows of them are pending, they are committed ahead (Client::WriteAhead).
+void NoteInsertedAhead(XactState& x, const ramp::KeyspaceRef& ks, const uint64_t* rowids, int n);
 
 // Writes buffered outside XactState::writes (the ramp FDW's key writes, fdw/) join it first
 // thing at pre-commit and pre-prepare: one RAMP PUT with the ramp tables' writes. flush may

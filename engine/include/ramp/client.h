@@ -378,6 +378,19 @@ class Client {
   Status Write(const WriteBatch& batch, Timestamp* commit_ts, uint64_t release_intents_of);
   // The limits a WriteBatch for this client checks (ClientOptions::max_*_bytes).
   WriteLimits write_limits() const;
+  // Bulk loading (DESIGN §5, "Writes ahead of the commit"): commits rows of a keyspace that
+  // nothing else reads before the caller's transaction commits (one that transaction
+  // created) in RAMP PUTs of their own, while the caller goes on: this call sends the
+  // PREPAREs of `keys` (entries of batch; those not inserted, deleted or already streamed
+  // are skipped) and marks them streamed (Write skips them), collects the PREPAREs of the
+  // previous call and sends their COMMITs, and collects the COMMITs before those. A PUT
+  // whose PREPAREs fail is aborted and its entries unmarked (Write sends them), so nothing
+  // is lost; the error is returned once, and the caller stops writing ahead.
+  Status WriteAhead(WriteBatch& batch, const KeyspaceRef& ks, std::span<const EntryKey> keys);
+  // Ends the writes ahead in flight: each is committed (batch: where to unmark the entries
+  // of one whose PREPAREs failed) or, with abort, aborted where still only prepared.
+  Status FinishWriteAhead(WriteBatch* batch, bool abort = false);
+  bool WritingAhead() const;
   // A read session (ramp/read_session.h); it must not outlive the Client.
   std::unique_ptr<ReadSession> NewReadSession();
 

@@ -83,13 +83,17 @@ struct BatchEntry {
   // An update that kept the row id: value replaces the committed version `expected` at
   // commit; commands up to insert_cid still see that one.
   bool in_place = false;
+  // value is committed on the cluster already, ahead of the transaction
+  // (Client::WriteAhead): Client::Write does not send it again. A later write of the key
+  // clears it (and sets remote: the key now has a committed version to replace).
+  bool streamed = false;
   CommandId insert_cid = 0;
   CommandId delete_cid = 0;
   Timestamp expected;
 
-  // What Client::Write sends for it: nothing (inserted and deleted here, or never written),
-  // a tombstone or the value.
-  bool sent() const { return deleted ? remote : inserted; }
+  // What Client::Write sends for it: nothing (inserted and deleted here, never written, or
+  // written ahead), a tombstone or the value.
+  bool sent() const { return deleted ? remote : inserted && !streamed; }
 };
 
 // The value of a tombstone written for a BatchEntry with `moved` (a plain deletion's is
@@ -203,6 +207,10 @@ class WriteBatch {
     const Keyspace* k = Of(ks);
     return k != nullptr && k->size() > 0;
   }
+
+  // Marks an entry written ahead (BatchEntry::streamed), or not any more (its write ahead
+  // was aborted: Client::Write sends it). False if there is no such entry.
+  bool SetStreamed(KeyspaceId ks, EntryKey key, bool streamed);
 
   // Undoes every row write made by subtransaction `sub` or its children (ids grow).
   void RollbackSubtransaction(SubTxnId sub);

@@ -68,6 +68,18 @@ struct PendingCall {
   std::string_view body() const { return std::string_view(reply).substr(protocol::kHeaderBytes); }
 };
 
+// A PUT of Client::WriteAhead in flight (write_path.cpp): its PREPAREs sent (prepares not
+// empty), then its COMMITs (commits not empty).
+struct WriteAheadPut {
+  Timestamp ts;
+  KeyspaceId keyspace = 0;
+  std::vector<EntryKey> keys;  // the batch entries it writes
+  std::map<uint32_t, std::vector<PartitionId>> parts_by_node;
+  std::vector<uint64_t> prepares;
+  std::vector<std::pair<uint32_t, uint64_t>> commits;  // (node, call)
+  bool learn = false;                                  // COMMIT_ADDRESSES
+};
+
 // The client's state. The channel context (options, memory, clock, client id) is its base:
 // every NodeChannel of the client, the page reader's included, shares it. ClusterView is
 // all the page reader sees of it.
@@ -105,6 +117,10 @@ struct Client::Impl final : ChannelContext, ClusterView {
   std::unordered_map<uint64_t, std::vector<uint32_t>> intent_nodes;
   uint64_t release_intents_with_commit = 0;
   std::unique_ptr<Transaction::State, TransactionStateDeleter> spare_transaction_state;
+  // Client::WriteAhead's PUTs in flight, oldest first, and how many items it wrote since
+  // the last FinishWriteAhead (their addresses are learnt while the cache holds them).
+  std::deque<WriteAheadPut> write_ahead;
+  uint64_t write_ahead_items = 0;
   ClientStats stats;
   DoorbellSet doorbells;  // every channel's connection (~Impl closes the channels first)
   // Kept between scans (scanner.cpp); released first in ~Impl (the reader uses the memory

@@ -54,7 +54,22 @@ BatchEntry& WriteBatch::Slot(const KeyspaceRef& ks, EntryKey key, SubTxnId sub) 
     k.order_.push_back(key);
     size_++;
   }
-  return it->second;
+  BatchEntry& w = it->second;
+  if (w.streamed) {
+    // Committed ahead: what this write makes of the key replaces that version.
+    w.streamed = false;
+    w.remote = true;
+  }
+  return w;
+}
+
+bool WriteBatch::SetStreamed(KeyspaceId ks, EntryKey key, bool streamed) {
+  auto k = keyspaces_.find(ks);
+  if (k == keyspaces_.end()) return false;
+  auto it = k->second.map_.find(key);
+  if (it == k->second.map_.end()) return false;
+  it->second.streamed = streamed;
+  return true;
 }
 
 Status WriteBatch::Insert(const KeyspaceRef& ks, EntryKey key, std::string value, CommandId cid,

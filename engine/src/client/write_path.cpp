@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "client/transaction_state.h"
+#include "ramp/keys.h"
 #include "ramp/log.h"
 
 namespace ramp {
@@ -429,6 +430,239 @@ Status RampCommit(Client::Impl& c, std::span<const WriteItem> writes, Timestamp*
     }
     return failure;
   }
+}
+
+// ---- Writes ahead of the commit (Client::WriteAhead; DESIGN §5) ----------------------------
+namespace {
+
+// Unmarks the entries of an aborted write ahead: Client::Write sends them.
+void Unmark(WriteBatch* batch, const WriteAheadPut& put) {
+  if (batch == nullptr) return;
+  for (const EntryKey& k : put.keys) batch->SetStreamed(put.keyspace, k, false);
+}
+
+// Collects the PREPAREs of `put`: all acknowledged, its COMMITs go out (not waited for);
+// otherwise it is aborted everywhere and its entries unmarked.
+Status CollectPrepares(Client::Impl& c, WriteAheadPut& put, WriteBatch* batch, bool abort) {
+  const CommitDeadline deadline(c);
+  Status failure;
+  if (abort) {
+    for (uint64_t id : put.prepares) c.calls.erase(id);
+    failure = Status::Aborted("the transaction writing ahead aborted");
+  } else {
+    failure = c.Wait(put.prepares);
+    if (failure.ok()) {
+      for (uint64_t id : put.prepares) {
+        PendingCall reply;
+        Status st = c.TakeReply(id, &reply);
+        if (!st.ok() && failure.ok()) failure = st;
+      }
+    }
+  }
+  put.prepares.clear();
+  if (!failure.ok()) {
+    // ABORT is idempotent and fences the timestamp where a PREPARE is still on its way.
+    Status undone = Decide(c, Op::kAbort, put.ts, put.parts_by_node);
+    if (!undone.ok()) {
+      RAMP_WARN("ABORT %s (written ahead) not acknowledged everywhere: %s",
+                put.ts.ToString().c_str(), undone.ToString().c_str());
+    }
+    c.stats.transactions_aborted++;
+    Unmark(batch, put);
+    return failure;
+  }
+  std::string body;
+  const Op op = put.learn ? Op::kCommitAddresses : Op::kCommit;
+  for (const auto& [node, parts] : put.parts_by_node) {
+    protocol::Decision d{put.ts, parts};
+    body.clear();
+    protocol::Encode(d, &body);
+    uint64_t id = 0;
+    if (c.Call(node, c.WriteChannel(), op, static_cast<uint32_t>(parts.size()), body, &id).ok()) {
+      put.commits.emplace_back(node, id);
+    } else {
+      put.commits.emplace_back(node, 0);  // decided again, waiting, by CollectCommits
+    }
+  }
+  return Status::OK();
+}
+
+// Collects the COMMITs of `put` (learning the addresses they return); a node whose COMMIT
+// failed (a partition moved, a connection lost) is sent the decision again by Decide, which
+// follows moves and waits. The transaction is committed in any case: every PREPARE was
+// acknowledged (a server that misses the COMMIT resolves it with its siblings).
+void CollectCommits(Client::Impl& c, WriteAheadPut& put) {
+  const CommitDeadline deadline(c);
+  std::vector<uint64_t> ids;
+  for (const auto& [node, id] : put.commits) {
+    if (id != 0) ids.push_back(id);
+  }
+  const bool waited = c.Wait(ids).ok();
+  std::map<uint32_t, std::vector<PartitionId>> again;
+  for (const auto& [node, id] : put.commits) {
+    PendingCall reply;
+    Status st = waited && id != 0 ? c.TakeReply(id, &reply) : Status::Unavailable("not sent");
+    if (st.ok()) {
+      if (put.learn) LearnAddresses(c, node, reply);
+      continue;
+    }
+    again[node] = put.parts_by_node[node];
+  }
+  if (!again.empty()) {
+    Status st = Decide(c, Op::kCommit, put.ts, again);
+    if (!st.ok()) {
+      RAMP_WARN(
+          "COMMIT %s (written ahead) not acknowledged everywhere (%s); servers will "
+          "resolve it",
+          put.ts.ToString().c_str(), st.ToString().c_str());
+    }
+  }
+  put.commits.clear();
+  c.stats.transactions_committed++;
+}
+
+// Moves the writes ahead in flight one step on: COMMITs sent earlier are collected, PREPAREs
+// sent before the newest PUT's are collected and their COMMITs sent. The first failure is
+// returned.
+Status Advance(Client::Impl& c, WriteBatch* batch) {
+  Status first;
+  while (!c.write_ahead.empty() && c.write_ahead.front().prepares.empty()) {
+    CollectCommits(c, c.write_ahead.front());
+    c.write_ahead.pop_front();
+  }
+  // The newest PUT's PREPAREs stay in flight while the caller goes on: the servers work on
+  // two pieces while the caller makes the next.
+  for (size_t i = 0; i + 1 < c.write_ahead.size(); i++) {
+    WriteAheadPut& put = c.write_ahead[i];
+    if (put.prepares.empty()) continue;
+    Status st = CollectPrepares(c, put, batch, false);
+    if (!st.ok() && first.ok()) first = st;
+  }
+  std::erase_if(c.write_ahead,
+                [](const WriteAheadPut& p) { return p.prepares.empty() && p.commits.empty(); });
+  return first;
+}
+
+}  // namespace
+
+Status Client::WriteAhead(WriteBatch& batch, const KeyspaceRef& ks,
+                          std::span<const EntryKey> keys) {
+  Impl& c = *impl_;
+  if (c.options.protocol == Protocol::kS2pl) return Status::OK();  // Write sends them
+  c.keyspaces[ks.id] = KeyspaceDef{ks.buckets == 0 ? c.default_buckets : ks.buckets, ks.grouped};
+  Status advanced = Advance(c, &batch);
+  if (!advanced.ok()) return advanced;
+
+  WriteAheadPut put;
+  put.keyspace = ks.id;
+  std::vector<std::string> row_keys;  // the items' keys point here: never reallocated
+  row_keys.reserve(keys.size());
+  std::vector<WriteItem> items;
+  items.reserve(keys.size());
+  put.keys.reserve(keys.size());
+  for (const EntryKey& k : keys) {
+    const BatchEntry* w = batch.Find(ks.id, k);
+    if (w == nullptr || !w->inserted || w->deleted || w->streamed) continue;
+    row_keys.push_back(ks.grouped ? EncodeGroupKey(RowKey(k.group), RowKey(k.rowid))
+                                  : RowKey(k.rowid));
+    WriteItem& it = items.emplace_back();
+    it.keyspace = ks.id;
+    it.key = row_keys.back();
+    it.value = w->value;
+    it.grouped = ks.grouped;
+    put.keys.push_back(k);
+  }
+  if (items.size() < 2) return Status::OK();  // left to Write
+  std::vector<PartitionId> parts(items.size());
+  for (size_t i = 0; i < items.size(); i++) parts[i] = c.PartitionOf(ks.id, items[i].key);
+  const TxnMetadata meta = PlanMetadata(items, parts);
+  std::string own;
+  const CommitDeadline deadline(c);
+  RAMP_RETURN_IF_ERROR(c.ResolveOwners(parts));
+  put.ts = Timestamp{c.clock.Now(), c.client_id};
+  put.learn = LearnsAddresses(c, c.write_ahead_items + items.size());
+  // A node's items in messages of bounded size, as RampCommit sends them.
+  std::map<uint32_t, protocol::PrepareRequest> open;
+  std::map<uint32_t, size_t> open_bytes;
+  std::string body;
+  Status send_error;
+  auto send = [&](uint32_t node) {
+    protocol::PrepareRequest& req = open[node];
+    if (req.items.empty()) return;
+    body.clear();
+    protocol::Encode(req, &body);
+    uint64_t id = 0;
+    Status st = c.Call(node, c.WriteChannel(), Op::kPrepare,
+                       static_cast<uint32_t>(req.items.size()), body, &id);
+    if (st.ok()) {
+      put.prepares.push_back(id);
+    } else if (send_error.ok()) {
+      send_error = st;
+    }
+    req.items.clear();
+    open_bytes[node] = 0;
+  };
+  std::vector<std::string> item_metadata;
+  if (meta.mode == record::Metadata::Mode::kKeys) item_metadata.resize(items.size());
+  for (size_t i = 0; i < items.size() && send_error.ok(); i++) {
+    const uint32_t node = c.OwnerOf(parts[i]);
+    protocol::PrepareRequest& req = open[node];
+    req.ts = put.ts;
+    protocol::PrepareItem it;
+    it.part = parts[i];
+    it.key = items[i].key;
+    it.value = items[i].value;
+    it.flags = static_cast<uint8_t>(ks.grouped ? protocol::kPutGrouped : 0);
+    if (meta.mode == record::Metadata::Mode::kKeys) {
+      ItemMetadata(meta, i, &item_metadata[i]);
+      it.metadata = item_metadata[i];
+    } else {
+      it.metadata = meta.partitions_encoded;
+    }
+    const size_t bytes = it.key.size() + it.value.size() + it.metadata.size() + 64;
+    if (req.items.size() >= kMaxItemsPerMessage || open_bytes[node] + bytes > kMaxBytesPerMessage) {
+      send(node);
+      req.ts = put.ts;
+    }
+    req.items.push_back(it);
+    open_bytes[node] += bytes;
+    auto& node_parts = put.parts_by_node[node];
+    if (std::find(node_parts.begin(), node_parts.end(), parts[i]) == node_parts.end()) {
+      node_parts.push_back(parts[i]);
+    }
+  }
+  for (auto& [node, req] : open) {
+    if (send_error.ok()) send(node);
+  }
+  if (!send_error.ok()) {
+    // Nothing of it commits: aborted where it went (its entries were never marked).
+    CollectPrepares(c, put, nullptr, /*abort=*/true);
+    return send_error;
+  }
+  for (const EntryKey& k : put.keys) batch.SetStreamed(ks.id, k, true);
+  c.write_ahead_items += items.size();
+  c.write_ahead.push_back(std::move(put));
+  return Status::OK();
+}
+
+Status Client::FinishWriteAhead(WriteBatch* batch, bool abort) {
+  Impl& c = *impl_;
+  Status first;
+  for (WriteAheadPut& put : c.write_ahead) {
+    if (put.prepares.empty()) continue;
+    Status st = CollectPrepares(c, put, batch, abort);
+    if (!st.ok() && first.ok() && !abort) first = st;
+  }
+  for (WriteAheadPut& put : c.write_ahead) {
+    if (!put.commits.empty()) CollectCommits(c, put);
+  }
+  c.write_ahead.clear();
+  c.write_ahead_items = 0;
+  return first;
+}
+
+bool Client::WritingAhead() const {
+  return !impl_->write_ahead.empty();
 }
 
 }  // namespace ramp
