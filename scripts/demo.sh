@@ -3,7 +3,8 @@
 # cluster of 3 rampd (durable, with data directories) and a throwaway PostgreSQL, loads TPC-H
 # at a small scale into ramp tables (and heap tables, to check the answers), runs the 22
 # queries, a short pgbench while partitions of pgbench_accounts move between the servers, the
-# read-atomicity checker (its partitions moving too), a RAMP-maintained materialized view,
+# read-atomicity checker (its partitions moving too), TPC-B on tables with foreign keys (row
+# locks follow their updates), a RAMP-maintained materialized view,
 # shows that a dropped and re-created database starts empty (rampctl keyspaces) and that
 # temporary tables stay local, and prints a report.
 #   scripts/demo.sh [--sf SF] [--keep]
@@ -95,6 +96,22 @@ invariants=$(pgb_sql "SELECT (SELECT sum(abalance) FROM pgbench_accounts) = (SEL
                          AND (SELECT sum(bbalance) FROM pgbench_branches) = (SELECT coalesce(sum(delta), 0) FROM pgbench_history)")
 echo "sum(abalance) = sum(tbalance) = sum(bbalance) = sum(delta): $invariants"
 
+step "TPC-B on tables with foreign keys (pgbench -i --foreign-keys, 4 clients, 10 s): row locks, no 40001"
+pg -q -c "CREATE DATABASE bench_fk"
+pg -q -d bench_fk -c "CREATE EXTENSION pg_ramp"
+pg -q -c "ALTER DATABASE bench_fk SET default_table_access_method = ramp"
+pgb_fk() {
+  runuser -u postgres -- "$(pg_config --bindir)/pgbench" -h "$work/pg/sock" \
+    -p "$(cat "$work/pg/port")" -U postgres "$@" bench_fk
+}
+pgb_fk -i -q -s 1 --foreign-keys 2>&1 | tail -1
+fk_out=$({ pgb_fk -c 4 -j 2 -T 10 2>&1 || true; })
+fk_tps=$(echo "$fk_out" | awk '/^tps = / { print $3; exit }')
+fk_failed=$(echo "$fk_out" | awk '/number of failed transactions/ { print $5, $6; exit }')
+fk_invariants=$("$root/scripts/pg-instance.sh" psql "$work/pg" -X -q -At -d bench_fk -c "SELECT (SELECT sum(abalance) FROM pgbench_accounts) = (SELECT coalesce(sum(delta), 0) FROM pgbench_history)
+                         AND (SELECT sum(bbalance) FROM pgbench_branches) = (SELECT coalesce(sum(delta), 0) FROM pgbench_history)")
+echo "TPC-B with foreign keys: ${fk_tps:-?} tps (failed: ${fk_failed:-?}); balances agree: ${fk_invariants:-?}"
+
 step "read-atomicity checker: writers and readers on groups spread over the 3 servers, their partitions moving (5 s)"
 check_out=$("$bin/ramp_check" --nodes "$(cat "$work/cluster/nodes.shm")" --token-file "$work/cluster/token" --duration-ms 5000 --migrate 2>&1) || true
 echo "$check_out"
@@ -140,9 +157,10 @@ grep -E "^total|RESULT .*total_time" "$tpch_out" | sed 's/^/  /'
 if [ "$tpch_status" = 0 ]; then echo "  all 22 queries returned exactly the heap result"; else echo "  SOME QUERIES DIFFER (see above)"; fi
 echo "pgbench on ramp tables: select-only ${select_tps:-?} tps (one-sided GET*: ${one_sided:-?}), TPC-B ${tpcb_tps:-?} tps (failed ${tpcb_failed:-?}); TPC-B balances agree: ${invariants:-?}"
 echo "live migration: pgbench_accounts buckets 0-3 owned by $owners_before before TPC-B, by $owners_after after"
+echo "TPC-B on tables with foreign keys: ${fk_tps:-?} tps (failed ${fk_failed:-?}); balances agree: ${fk_invariants:-?}"
 echo "materialized views branch_totals / branch_tellers (join): ${immv_diff:-?} / ${join_diff:-?} rows differ from a recomputation"
 echo "read atomicity: $(echo "$check_out" | grep '^ramp_check:' | sed 's/^ramp_check: //' | paste -sd ';' -)"
 echo "keyspaces: a re-created database's table saw ${recreated:-?} old rows"
-[ "$tpch_status" = 0 ] && [ "$invariants" = t ] && [ "$recreated" = 0 ] && [ "$immv_diff" = 0 ] &&
+[ "$tpch_status" = 0 ] && [ "$invariants" = t ] && [ "$fk_invariants" = t ] && [ "$recreated" = 0 ] && [ "$immv_diff" = 0 ] &&
   [ "$join_diff" = 0 ] &&
   [ "$immv_agrees" = t ] && [ "$owners_before" != "$owners_after" ]
