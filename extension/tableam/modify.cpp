@@ -491,7 +491,8 @@ TM_Result LockCommittedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t r
     ramp::Timestamp read_before;
     if (RecallVersion(ks.id, rowid, &read_before)) required = read_before;
   }
-  if (known && latest.ts < required) known = false;
+  const bool grant_behind = known && latest.ts < required;
+  if (grant_behind) known = false;
   if (!known) {
     const ramp::RowRequest req{ks.id, rowid, required};
     std::vector<ramp::RowResult> results;
@@ -502,6 +503,7 @@ TM_Result LockCommittedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t r
     if (results.empty()) return TM_Deleted;
     latest = std::move(results[0]);
     if (mode != LockTupleKeyShare) x.locked_latest[{ks.id, rowid}] = latest.ts;
+    if (grant_behind && latest.found) AwaitCommitHere(ks, rowid, latest.ts);
   }
   if (moved) {
     // The write of the old row id that follows (LockForWrite) is told TM_Updated too.

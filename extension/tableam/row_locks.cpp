@@ -7,7 +7,9 @@
 // re-reads the row through TupleLock and re-checks it (EvalPlanQual) in READ COMMITTED, or
 // raises 40001 in REPEATABLE READ / SERIALIZABLE, as for heap. Intents are released when
 // the transaction ends (xact.cpp), or by the servers when this backend's connections close.
+#include <chrono>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "ramp/client.h"
@@ -211,6 +213,23 @@ TM_Result Moved(uint64_t moved_to, TM_FailureData* tmfd) {
 
 }  // namespace
 
+void AwaitCommitHere(const ramp::KeyspaceRef& ks, uint64_t rowid, const ramp::Timestamp& version) {
+  Session& session = Session::Get();
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(guc::timeout_ms, 1));
+  const ramp::RowRequest req{ks.id, rowid, {}};
+  std::vector<ramp::RowResult> results;
+  while (std::chrono::steady_clock::now() < deadline) {
+    session.Check(session.reads().ReadRows(std::span<const ramp::RowRequest>(&req, 1),
+                                           ramp::RowReads::kLatest, &results),
+                  "reading a locked row of a ramp table");
+    if (!results.empty() && !(results[0].ts < version)) return;
+    PgCall([] { CHECK_FOR_INTERRUPTS(); });
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  // Still not there: the write goes on, and the commit's version check decides (40001).
+}
+
 TM_Result LockForWrite(Relation rel, ItemPointer tid, ramp::IntentMode mode, TM_FailureData* tmfd) {
   if (!guc::row_locks) return TM_Ok;
   uint64_t rowid = 0;
@@ -243,7 +262,10 @@ TM_Result LockForWrite(Relation rel, ItemPointer tid, ramp::IntentMode mode, TM_
   // A grant older than the version the statement read: that commit has not reached the row's
   // server yet (a RAMP commit reaches its servers one by one); it is the newest version, and
   // the lock keeps it so.
-  if (have_read && lock.latest < read) return TM_Ok;
+  if (have_read && lock.latest < read) {
+    AwaitCommitHere(ks, rowid, read);
+    return TM_Ok;
+  }
   if (lock.live && (!have_read || lock.latest == read)) {
     // The grant brought the newest version, which no one can change now: the write's
     // re-reads of the row (UpdateInPlace, DeleteRow) need not ask the cluster again.
@@ -285,7 +307,10 @@ bool FetchLockedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid,
   ramp::Timestamp read;
   const bool have_read = RecallVersion(ks.id, rowid, &read);
   // A grant older than the version the statement read (LockForWrite): the caller reads that.
-  if (have_read && lock.latest < read) return false;
+  if (have_read && lock.latest < read) {
+    AwaitCommitHere(ks, rowid, read);
+    return false;
+  }
   if (!lock.live) {
     // Deleted, or moved to a new row id: the caller hands out the version its statement
     // read, and the write that follows is told TM_Deleted, or TM_Updated and follows the row

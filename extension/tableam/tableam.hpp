@@ -93,6 +93,12 @@ bool LockRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t rowid, ramp::In
 // when taken now: *latest is the key's newest committed version at the grant.
 bool LockKey(const ramp::KeyspaceRef& ks, std::string_view key, ramp::IntentMode mode,
              const std::string& what, ramp::Timestamp* latest);
+// A RAMP commit reaches its servers one by one: a lock's grant can be older than a version the
+// locker knows committed (it read it, or the commit that moved a row there wrote it). Waits
+// (up to ramp.timeout_ms, cancellable) until the row's server has that version committed, so
+// that the locker's write, which names it as the version it replaces, passes the server's
+// check instead of failing with 40001 ("latest committed version is ...").
+void AwaitCommitHere(const ramp::KeyspaceRef& ks, uint64_t rowid, const ramp::Timestamp& version);
 // UPDATE and DELETE: locks a committed row the transaction has not written yet; TM_Updated
 // or TM_Deleted (tmfd filled) when the version the statement read is no longer the newest,
 // TM_Ok otherwise. Does nothing when ramp.row_locks is off.
