@@ -444,156 +444,134 @@ TEST_F(MigrationTest, TwoPhaseLockingFollowsAMovedPartition) {
   EXPECT_EQ(v, "2pl-after");
 }
 
+// The scene of the intent-move tests below: clients A and B and an admin, a key k on node 1
+// written as "v0", and A holding k's intent.
+struct HeldIntent {
+  std::unique_ptr<Client> a, b, admin;
+  std::string k;
+  PartitionId p;
+  IntentRequest ra;  // A's request (its key points into k)
+};
+
+// A request for an intent asked on a thread of its own: it blocks while queued.
+class IntentWaiter {
+ public:
+  IntentWaiter(Client* c, const IntentRequest& r)
+      : thread_([this, c, r] {
+          status = c->AcquireIntent(r, &result);
+          granted.store(true);
+        }) {}
+  ~IntentWaiter() {
+    if (thread_.joinable()) thread_.join();
+  }
+  void Join() { thread_.join(); }
+
+  std::atomic<bool> granted{false};
+  IntentResult result;
+  Status status;
+
+ private:
+  std::thread thread_;  // last: started once the members above exist
+};
+
+void HoldIntent(const TestCluster& tc, KeyspaceId ks, HeldIntent* h) {
+  h->a = Open(tc, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  h->b = Open(tc, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  h->admin = Open(tc, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  h->k = KeyOnNode(ks, 1, 3);
+  h->p = PartitionId{ks, BucketOf(h->k, kDefaultBuckets)};
+  ASSERT_TRUE(Put(h->admin.get(), ks, h->k, "v0").ok());
+  h->ra = IntentOn(h->a.get(), ks, h->k, 1);
+  IntentResult res;
+  ASSERT_TRUE(h->a->AcquireIntent(h->ra, &res).ok());
+  ASSERT_EQ(res.outcome, IntentResult::Outcome::kGranted);
+}
+
 // Write intents move with a partition (issue 11 / issue 16 item 1): txn A holds an intent on
 // k; k's partition moves to node 2; txn B asks for k at the new owner and must wait until A
 // commits, then sees A's value; A's release reaches the server that holds the intent.
 TEST_F(MigrationTest, AnIntentHeldAcrossAMoveStillMakesTheNextWriterWait) {
   const KeyspaceId ks = 0x4D80;
-  auto a = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
-  auto b = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
-  auto admin = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
-  const std::string k = KeyOnNode(ks, 1, 3);
-  const PartitionId p{ks, BucketOf(k, kDefaultBuckets)};
-  ASSERT_TRUE(Put(admin.get(), ks, k, "v0").ok());
-  IntentRequest ra;
-  ra.owner = a->NewIntentOwner();
-  ra.priority = 1;
-  ra.keyspace = ks;
-  ra.key = k;
-  IntentResult res;
-  ASSERT_TRUE(a->AcquireIntent(ra, &res).ok());
-  ASSERT_EQ(res.outcome, IntentResult::Outcome::kGranted);
-  ASSERT_TRUE(admin->MigratePartition(p, 2).ok());
-  ASSERT_EQ(Owners(admin.get(), p), std::vector<uint32_t>{2});
-  std::atomic<bool> granted{false};
-  IntentResult rb;
-  Status sb;
-  std::thread waiter([&] {
-    IntentRequest r;
-    r.owner = b->NewIntentOwner();
-    r.priority = 2;
-    r.keyspace = ks;
-    r.key = k;
-    sb = b->AcquireIntent(r, &rb);
-    granted.store(true);
-  });
+  HeldIntent h;
+  ASSERT_NO_FATAL_FAILURE(HoldIntent(*cluster_, ks, &h));
+  ASSERT_TRUE(h.admin->MigratePartition(h.p, 2).ok());
+  ASSERT_EQ(Owners(h.admin.get(), h.p), std::vector<uint32_t>{2});
+  IntentWaiter b(h.b.get(), IntentOn(h.b.get(), ks, h.k, 2));
   // B must still wait (a slow machine can only hide the bug here, never fake it).
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_FALSE(granted.load()) << "B was granted k at the new owner while A holds it";
-  ASSERT_TRUE(Put(a.get(), ks, k, "vA").ok());  // A commits, then releases its intents
-  a->ReleaseIntents(ra.owner);
-  waiter.join();
-  ASSERT_TRUE(sb.ok()) << sb.ToString();
-  ASSERT_EQ(rb.outcome, IntentResult::Outcome::kGranted);
-  EXPECT_EQ(rb.value, "vA");
+  EXPECT_FALSE(b.granted.load()) << "B was granted k at the new owner while A holds it";
+  ASSERT_TRUE(Put(h.a.get(), ks, h.k, "vA").ok());  // A commits, then releases its intents
+  h.a->ReleaseIntents(h.ra.owner);
+  b.Join();
+  ASSERT_TRUE(b.status.ok()) << b.status.ToString();
+  ASSERT_EQ(b.result.outcome, IntentResult::Outcome::kGranted);
+  EXPECT_EQ(b.result.value, "vA");
 }
 
 // A request queued at the source when the partition moves is answered MOVED there and queues
 // again at the new owner, behind the holder whose intent moved too.
 TEST_F(MigrationTest, AWriterQueuedAtTheSourceWhenItMovesWaitsOnAtTheNewOwner) {
   const KeyspaceId ks = 0x4D81;
-  auto a = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
-  auto b = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
-  auto admin = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
-  const std::string k = KeyOnNode(ks, 1, 3);
-  const PartitionId p{ks, BucketOf(k, kDefaultBuckets)};
-  ASSERT_TRUE(Put(admin.get(), ks, k, "v0").ok());
-  const IntentRequest ra = IntentOn(a.get(), ks, k, 1);
-  IntentResult res;
-  ASSERT_TRUE(a->AcquireIntent(ra, &res).ok());
-  ASSERT_EQ(res.outcome, IntentResult::Outcome::kGranted);
-  const IntentRequest rb = IntentOn(b.get(), ks, k, 2);
-  const protocol::IntentOwner ob{b->impl()->client_id, rb.owner};
-  std::atomic<bool> granted{false};
-  IntentResult gb;
-  Status sb;
-  std::thread waiter([&] {
-    sb = b->AcquireIntent(rb, &gb);
-    granted.store(true);
-  });
-  ASSERT_TRUE(AwaitQueued(admin.get(), 1, ob)) << "B never queued at the source";
-  ASSERT_TRUE(admin->MigratePartition(p, 2).ok());
-  ASSERT_EQ(Owners(admin.get(), p), std::vector<uint32_t>{2});
-  EXPECT_TRUE(AwaitQueued(admin.get(), 2, ob)) << "B did not queue again at the new owner";
-  EXPECT_FALSE(granted.load()) << "B was granted k while A holds it";
-  ASSERT_TRUE(Put(a.get(), ks, k, "vA").ok());
-  a->ReleaseIntents(ra.owner);
-  waiter.join();
-  ASSERT_TRUE(sb.ok()) << sb.ToString();
-  ASSERT_EQ(gb.outcome, IntentResult::Outcome::kGranted);
-  EXPECT_EQ(gb.value, "vA");
-  b->ReleaseIntents(rb.owner);
+  HeldIntent h;
+  ASSERT_NO_FATAL_FAILURE(HoldIntent(*cluster_, ks, &h));
+  const IntentRequest rb = IntentOn(h.b.get(), ks, h.k, 2);
+  const protocol::IntentOwner ob{h.b->impl()->client_id, rb.owner};
+  IntentWaiter b(h.b.get(), rb);
+  ASSERT_TRUE(AwaitQueued(h.admin.get(), 1, ob)) << "B never queued at the source";
+  ASSERT_TRUE(h.admin->MigratePartition(h.p, 2).ok());
+  ASSERT_EQ(Owners(h.admin.get(), h.p), std::vector<uint32_t>{2});
+  EXPECT_TRUE(AwaitQueued(h.admin.get(), 2, ob)) << "B did not queue again at the new owner";
+  EXPECT_FALSE(b.granted.load()) << "B was granted k while A holds it";
+  ASSERT_TRUE(Put(h.a.get(), ks, h.k, "vA").ok());
+  h.a->ReleaseIntents(h.ra.owner);
+  b.Join();
+  ASSERT_TRUE(b.status.ok()) << b.status.ToString();
+  ASSERT_EQ(b.result.outcome, IntentResult::Outcome::kGranted);
+  EXPECT_EQ(b.result.value, "vA");
+  h.b->ReleaseIntents(rb.owner);
 }
 
 // The holder's client vanishes after its intent moved: the source, where its connection
 // closed, passes that on, and the new owner grants the waiter.
 TEST_F(MigrationTest, AMovedIntentOfAVanishedClientIsReleasedAtTheNewOwner) {
   const KeyspaceId ks = 0x4D82;
-  auto a = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
-  auto b = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
-  auto admin = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
-  const std::string k = KeyOnNode(ks, 1, 3);
-  const PartitionId p{ks, BucketOf(k, kDefaultBuckets)};
-  ASSERT_TRUE(Put(admin.get(), ks, k, "v0").ok());
-  const IntentRequest ra = IntentOn(a.get(), ks, k, 1);
-  IntentResult res;
-  ASSERT_TRUE(a->AcquireIntent(ra, &res).ok());
-  ASSERT_EQ(res.outcome, IntentResult::Outcome::kGranted);
-  ASSERT_TRUE(admin->MigratePartition(p, 2).ok());
-  const IntentRequest rb = IntentOn(b.get(), ks, k, 2);
-  const protocol::IntentOwner ob{b->impl()->client_id, rb.owner};
-  std::atomic<bool> granted{false};
-  IntentResult gb;
-  Status sb;
-  std::thread waiter([&] {
-    sb = b->AcquireIntent(rb, &gb);
-    granted.store(true);
-  });
-  ASSERT_TRUE(AwaitQueued(admin.get(), 2, ob)) << "B was not made to wait at the new owner";
-  EXPECT_FALSE(granted.load());
-  a.reset();  // A's connections close (a killed backend)
-  waiter.join();
-  ASSERT_TRUE(sb.ok()) << sb.ToString();
-  ASSERT_EQ(gb.outcome, IntentResult::Outcome::kGranted);
-  EXPECT_EQ(gb.value, "v0");
-  b->ReleaseIntents(rb.owner);
+  HeldIntent h;
+  ASSERT_NO_FATAL_FAILURE(HoldIntent(*cluster_, ks, &h));
+  ASSERT_TRUE(h.admin->MigratePartition(h.p, 2).ok());
+  const IntentRequest rb = IntentOn(h.b.get(), ks, h.k, 2);
+  const protocol::IntentOwner ob{h.b->impl()->client_id, rb.owner};
+  IntentWaiter b(h.b.get(), rb);
+  ASSERT_TRUE(AwaitQueued(h.admin.get(), 2, ob)) << "B was not made to wait at the new owner";
+  EXPECT_FALSE(b.granted.load());
+  h.a.reset();  // A's connections close (a killed backend)
+  b.Join();
+  ASSERT_TRUE(b.status.ok()) << b.status.ToString();
+  ASSERT_EQ(b.result.outcome, IntentResult::Outcome::kGranted);
+  EXPECT_EQ(b.result.value, "v0");
+  h.b->ReleaseIntents(rb.owner);
 }
 
 // There and back: the partition returns to the server its holder asked, which holds the
 // intent again; the holder's release there frees it.
 TEST_F(MigrationTest, AnIntentMovesThereAndBackAndIsReleasedWhereItWasAsked) {
   const KeyspaceId ks = 0x4D83;
-  auto a = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
-  auto b = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
-  auto admin = Open(*cluster_, Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
-  const std::string k = KeyOnNode(ks, 1, 3);
-  const PartitionId p{ks, BucketOf(k, kDefaultBuckets)};
-  ASSERT_TRUE(Put(admin.get(), ks, k, "v0").ok());
-  const IntentRequest ra = IntentOn(a.get(), ks, k, 1);
-  IntentResult res;
-  ASSERT_TRUE(a->AcquireIntent(ra, &res).ok());
-  ASSERT_EQ(res.outcome, IntentResult::Outcome::kGranted);
-  ASSERT_TRUE(admin->MigratePartition(p, 2).ok());
-  ASSERT_TRUE(admin->MigratePartition(p, 1).ok());
-  ASSERT_EQ(Owners(admin.get(), p), std::vector<uint32_t>{1});
-  const IntentRequest rb = IntentOn(b.get(), ks, k, 2);
-  const protocol::IntentOwner ob{b->impl()->client_id, rb.owner};
-  std::atomic<bool> granted{false};
-  IntentResult gb;
-  Status sb;
-  std::thread waiter([&] {
-    sb = b->AcquireIntent(rb, &gb);
-    granted.store(true);
-  });
-  ASSERT_TRUE(AwaitQueued(admin.get(), 1, ob)) << "B was not made to wait after the move back";
-  EXPECT_FALSE(granted.load());
-  ASSERT_TRUE(Put(a.get(), ks, k, "vA").ok());
-  a->ReleaseIntents(ra.owner);
-  waiter.join();
-  ASSERT_TRUE(sb.ok()) << sb.ToString();
-  ASSERT_EQ(gb.outcome, IntentResult::Outcome::kGranted);
-  EXPECT_EQ(gb.value, "vA");
-  b->ReleaseIntents(rb.owner);
+  HeldIntent h;
+  ASSERT_NO_FATAL_FAILURE(HoldIntent(*cluster_, ks, &h));
+  ASSERT_TRUE(h.admin->MigratePartition(h.p, 2).ok());
+  ASSERT_TRUE(h.admin->MigratePartition(h.p, 1).ok());
+  ASSERT_EQ(Owners(h.admin.get(), h.p), std::vector<uint32_t>{1});
+  const IntentRequest rb = IntentOn(h.b.get(), ks, h.k, 2);
+  const protocol::IntentOwner ob{h.b->impl()->client_id, rb.owner};
+  IntentWaiter b(h.b.get(), rb);
+  ASSERT_TRUE(AwaitQueued(h.admin.get(), 1, ob)) << "B was not made to wait after the move back";
+  EXPECT_FALSE(b.granted.load());
+  ASSERT_TRUE(Put(h.a.get(), ks, h.k, "vA").ok());
+  h.a->ReleaseIntents(h.ra.owner);
+  b.Join();
+  ASSERT_TRUE(b.status.ok()) << b.status.ToString();
+  ASSERT_EQ(b.result.outcome, IntentResult::Outcome::kGranted);
+  EXPECT_EQ(b.result.value, "vA");
+  h.b->ReleaseIntents(rb.owner);
 }
 
 // A home that restarts has forgotten its sharers and their routes (memory only): a sharer
