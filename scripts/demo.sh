@@ -57,10 +57,13 @@ step "pgbench on ramp tables (scale 1, 10 s select-only, 10 s TPC-B)"
 pg -q -c "CREATE DATABASE bench"
 pg -q -d bench -c "CREATE EXTENSION pg_ramp"
 pg -q -c "ALTER DATABASE bench SET default_table_access_method = ramp"
-pgb() {
+pgbench_in() {  # pgbench_in DATABASE [pgbench args]
+  local db="$1"
+  shift
   runuser -u postgres -- "$(pg_config --bindir)/pgbench" -h "$work/pg/sock" \
-    -p "$(cat "$work/pg/port")" -U postgres "$@" bench
+    -p "$(cat "$work/pg/port")" -U postgres "$@" "$db"
 }
+pgb() { pgbench_in bench "$@"; }
 pgb -i -q -s 1 2>&1 | tail -1
 # pgbench exits non-zero when a client gives up; the report says what it measured anyway.
 cache_before=$(pg -X -q -At -d bench -c "SELECT lookups, hits FROM ramp.address_cache()")
@@ -100,12 +103,8 @@ step "TPC-B on tables with foreign keys (pgbench -i --foreign-keys, 4 clients, 1
 pg -q -c "CREATE DATABASE bench_fk"
 pg -q -d bench_fk -c "CREATE EXTENSION pg_ramp"
 pg -q -c "ALTER DATABASE bench_fk SET default_table_access_method = ramp"
-pgb_fk() {
-  runuser -u postgres -- "$(pg_config --bindir)/pgbench" -h "$work/pg/sock" \
-    -p "$(cat "$work/pg/port")" -U postgres "$@" bench_fk
-}
-pgb_fk -i -q -s 1 --foreign-keys 2>&1 | tail -1
-fk_out=$({ pgb_fk -c 4 -j 2 -T 10 2>&1 || true; })
+pgbench_in bench_fk -i -q -s 1 --foreign-keys 2>&1 | tail -1
+fk_out=$({ pgbench_in bench_fk -c 4 -j 2 -T 10 2>&1 || true; })
 fk_tps=$(echo "$fk_out" | awk '/^tps = / { print $3; exit }')
 fk_failed=$(echo "$fk_out" | awk '/number of failed transactions/ { print $5, $6; exit }')
 fk_invariants=$("$root/scripts/pg-instance.sh" psql "$work/pg" -X -q -At -d bench_fk -c "SELECT (SELECT sum(abalance) FROM pgbench_accounts) = (SELECT coalesce(sum(delta), 0) FROM pgbench_history)

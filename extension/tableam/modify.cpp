@@ -29,13 +29,6 @@ namespace pgramp::tam {
 
 namespace {
 
-void FillFailure(TM_FailureData* tmfd, ItemPointer tid, CommandId cmax) {
-  tmfd->ctid = *tid;
-  tmfd->xmax = InvalidTransactionId;
-  tmfd->cmax = cmax;
-  tmfd->traversed = false;
-}
-
 // The row was updated or deleted by this transaction, at command cmax (heap's
 // TM_SelfModified). xmax names the transaction as heap's does: MERGE tells "cannot affect row
 // a second time" from an internal error by TransactionIdIsCurrentTransactionId(xmax).
@@ -445,11 +438,7 @@ TM_Result LockCommittedRow(Relation rel, const ramp::KeyspaceRef& ks, uint64_t r
     if (!find_last) {
       // REPEATABLE READ (the executor raises 40001), or ON CONFLICT DO UPDATE (it starts
       // over and finds the row at its new row id through the index).
-      SetTid(&tmfd->ctid, moved_to);
-      tmfd->xmax = InvalidTransactionId;
-      tmfd->cmax = InvalidCommandId;
-      tmfd->traversed = false;
-      return TM_Updated;
+      return MovedTo(moved_to, tmfd);
     }
     SetTid(tid, moved_to);
     return LockCommittedRow(rel, ks, moved_to, tid, snapshot, slot, mode, wait_policy, flags, tmfd,

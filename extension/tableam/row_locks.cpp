@@ -190,25 +190,26 @@ bool LockKey(const ramp::KeyspaceRef& ks, std::string_view key, ramp::IntentMode
   return true;
 }
 
+void FillFailure(TM_FailureData* tmfd, ItemPointer tid, CommandId cmax) {
+  tmfd->ctid = *tid;
+  tmfd->xmax = InvalidTransactionId;
+  tmfd->cmax = cmax;
+  tmfd->traversed = false;
+}
+
+TM_Result MovedTo(uint64_t moved_to, TM_FailureData* tmfd) {
+  ItemPointerData next;
+  SetTid(&next, moved_to);
+  FillFailure(tmfd, &next, InvalidCommandId);
+  return TM_Updated;
+}
+
 namespace {
 
 // Heap's TM_Deleted for a row another transaction deleted.
 TM_Result Deleted(ItemPointer tid, TM_FailureData* tmfd) {
-  tmfd->ctid = *tid;
-  tmfd->xmax = InvalidTransactionId;
-  tmfd->cmax = InvalidCommandId;
-  tmfd->traversed = false;
+  FillFailure(tmfd, tid, InvalidCommandId);
   return TM_Deleted;
-}
-
-// Heap's TM_Updated for a row another transaction moved to row id moved_to: the executor
-// calls tuple_lock next, which follows it there (LockCommittedRow), or raises 40001.
-TM_Result Moved(uint64_t moved_to, TM_FailureData* tmfd) {
-  SetTid(&tmfd->ctid, moved_to);
-  tmfd->xmax = InvalidTransactionId;
-  tmfd->cmax = InvalidCommandId;
-  tmfd->traversed = false;
-  return TM_Updated;
 }
 
 }  // namespace
@@ -249,14 +250,11 @@ TM_Result LockForWrite(Relation rel, ItemPointer tid, ramp::IntentMode mode, TM_
     // UPDATE, or this is the write after EvalPlanQual): what its grant said is the newest.
     if (Xact().locked_deleted.count({ks.id, rowid}) != 0) return Deleted(tid, tmfd);
     if (const auto m = Xact().locked_moved.find({ks.id, rowid}); m != Xact().locked_moved.end()) {
-      return Moved(m->second.rowid, tmfd);
+      return MovedTo(m->second.rowid, tmfd);
     }
     const auto it = Xact().locked_latest.find({ks.id, rowid});
     if (!have_read || it == Xact().locked_latest.end() || it->second == read) return TM_Ok;
-    tmfd->ctid = *tid;
-    tmfd->xmax = InvalidTransactionId;
-    tmfd->cmax = InvalidCommandId;
-    tmfd->traversed = false;
+    FillFailure(tmfd, tid, InvalidCommandId);
     return TM_Updated;
   }
   // A grant older than the version the statement read: that commit has not reached the row's
@@ -281,7 +279,7 @@ TM_Result LockForWrite(Relation rel, ItemPointer tid, ramp::IntentMode mode, TM_
   if (lock.moved(&moved_to)) {
     if (moved_to == 0) throw RowGone(rel, rowid);  // to another partition: heap fails too
     Xact().locked_moved[{ks.id, rowid}] = {moved_to, lock.latest};
-    return Moved(moved_to, tmfd);
+    return MovedTo(moved_to, tmfd);
   }
   if (!lock.live) {
     Xact().locked_deleted.insert({ks.id, rowid});
@@ -289,10 +287,8 @@ TM_Result LockForWrite(Relation rel, ItemPointer tid, ramp::IntentMode mode, TM_
   }
   // For TupleLock, which the executor calls next to follow the update (EvalPlanQual).
   Session::Get().reads().Prefetch(ks.id, rowid, lock.latest, true, std::move(lock.value));
-  tmfd->ctid = *tid;  // an update in place keeps the row id: the newest version is at this TID
-  tmfd->xmax = InvalidTransactionId;
-  tmfd->cmax = InvalidCommandId;
-  tmfd->traversed = false;
+  // An update in place keeps the row id: the newest version is at this TID.
+  FillFailure(tmfd, tid, InvalidCommandId);
   return TM_Updated;
 }
 

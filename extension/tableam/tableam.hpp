@@ -99,6 +99,12 @@ bool LockKey(const ramp::KeyspaceRef& ks, std::string_view key, ramp::IntentMode
 // that the locker's write, which names it as the version it replaces, passes the server's
 // check instead of failing with 40001 ("latest committed version is ...").
 void AwaitCommitHere(const ramp::KeyspaceRef& ks, uint64_t rowid, const ramp::Timestamp& version);
+// The TM_FailureData of a verdict other than TM_Ok about the row at tid (no transaction id:
+// ramp rows carry none). cmax: the command that changed it, when it was this transaction.
+void FillFailure(TM_FailureData* tmfd, ItemPointer tid, CommandId cmax);
+// Heap's TM_Updated for a row another transaction moved to row id moved_to: the executor
+// calls tuple_lock next, which follows it there (LockCommittedRow), or raises 40001.
+TM_Result MovedTo(uint64_t moved_to, TM_FailureData* tmfd);
 // UPDATE and DELETE: locks a committed row the transaction has not written yet; TM_Updated
 // or TM_Deleted (tmfd filled) when the version the statement read is no longer the newest,
 // TM_Ok otherwise. Does nothing when ramp.row_locks is off.

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <utility>
 
+#include "common/little_endian.h"
+
 namespace ramp {
 
 namespace {
@@ -107,7 +109,9 @@ Status WriteBatch::UpdateInPlace(const KeyspaceRef& ks, EntryKey key, std::strin
 std::string MovedTombstone(uint64_t moved_to) {
   std::string v(kMovedTombstone);
   if (moved_to != 0) {
-    for (int i = 0; i < 8; i++) v.push_back(static_cast<char>((moved_to >> (8 * i)) & 0xFF));
+    uint8_t id[8];
+    le::Store64(id, moved_to);
+    v.append(reinterpret_cast<const char*>(id), sizeof(id));
   }
   return v;
 }
@@ -116,9 +120,7 @@ bool ParseMovedTombstone(std::string_view value, uint64_t* moved_to) {
   *moved_to = 0;
   if (!value.starts_with(kMovedTombstone)) return false;
   value.remove_prefix(kMovedTombstone.size());
-  if (value.size() == 8) {
-    for (int i = 7; i >= 0; i--) *moved_to = (*moved_to << 8) | static_cast<uint8_t>(value[i]);
-  }
+  if (value.size() == 8) *moved_to = le::Load64(reinterpret_cast<const uint8_t*>(value.data()));
   return true;
 }
 
