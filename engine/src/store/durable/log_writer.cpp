@@ -83,6 +83,10 @@ void LogWriter::Stop() {
           static_cast<double>(stats_.busy_us) / static_cast<double>(stats_.batches),
           static_cast<double>(wal_ ? wal_->sync_us() : 0) / static_cast<double>(stats_.batches),
           wal_ && wal_->sync_writes() ? ", O_DIRECT|O_DSYNC" : " and fdatasync");
+      if (stats_.zeros_written > 0) {
+        RAMP_INFO("log writer: %llu KiB of zeros written ahead in segment files (no fallocate)",
+                  static_cast<unsigned long long>(stats_.zeros_written >> 10));
+      }
     }
   }
   // Whatever is still waiting (no thread ever started) learns it will not be durable.
