@@ -67,6 +67,16 @@ class PosixFile : public File {
     }
     return Status::OK();
   }
+  Status Allocate(uint64_t offset, uint64_t len) override {
+    for (;;) {
+      if (fallocate(fd_, 0, static_cast<off_t>(offset), static_cast<off_t>(len)) == 0) {
+        return Status::OK();
+      }
+      if (errno == EINTR) continue;
+      if (errno == EOPNOTSUPP || errno == ENOSYS) return Status::NotSupported("fallocate " + path_);
+      return Errno("fallocate " + path_, errno);
+    }
+  }
   int fd() const override { return fd_; }
 
  private:

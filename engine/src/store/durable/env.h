@@ -29,6 +29,14 @@ class File {
   virtual Status Read(uint64_t offset, size_t len, void* out, size_t* got) = 0;
   virtual Status Size(uint64_t* out) = 0;
   virtual Status Truncate(uint64_t size) = 0;
+  // Reserves the blocks of [offset, offset + len) and grows the file over them without
+  // writing them (fallocate): they read back as zeros, also after a crash. NotSupported
+  // where the file system cannot: the caller writes zeros instead.
+  virtual Status Allocate(uint64_t offset, uint64_t len) {
+    (void)offset;
+    (void)len;
+    return Status::NotSupported("fallocate");
+  }
   // The POSIX descriptor behind the file, for I/O submitted elsewhere (io_uring); valid
   // for the File's life. -1: there is none to give, read through Read.
   virtual int fd() const { return -1; }

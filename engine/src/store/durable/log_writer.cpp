@@ -70,15 +70,23 @@ void LogWriter::Stop() {
     if (stats_.batches > 0) {
       RAMP_INFO(
           "log writer: %llu batches (%llu by workers), %llu fdatasyncs, %llu pages written, %llu "
-          "checkpoints, %.0f us per batch on average (%.0f in the log's synced write%s)",
+          "checkpoints (%.1f ms on average, %.1f at most), %.0f us per batch on average (%.0f "
+          "in the log's synced write%s)",
           static_cast<unsigned long long>(stats_.batches),
           static_cast<unsigned long long>(stats_.inline_batches),
           static_cast<unsigned long long>(stats_.syncs),
           static_cast<unsigned long long>(stats_.pages),
           static_cast<unsigned long long>(stats_.checkpoints),
+          static_cast<double>(stats_.checkpoint_us) / 1000.0 /
+              static_cast<double>(std::max<uint64_t>(stats_.checkpoints, 1)),
+          static_cast<double>(stats_.checkpoint_max_us) / 1000.0,
           static_cast<double>(stats_.busy_us) / static_cast<double>(stats_.batches),
           static_cast<double>(wal_ ? wal_->sync_us() : 0) / static_cast<double>(stats_.batches),
           wal_ && wal_->sync_writes() ? ", O_DIRECT|O_DSYNC" : " and fdatasync");
+      if (stats_.zeros_written > 0) {
+        RAMP_INFO("log writer: %llu KiB of zeros written ahead in segment files (no fallocate)",
+                  static_cast<unsigned long long>(stats_.zeros_written >> 10));
+      }
     }
   }
   // Whatever is still waiting (no thread ever started) learns it will not be durable.
@@ -287,6 +295,16 @@ Status LogWriter::Preallocate(SegmentFile* f, uint64_t end) {
   if (end <= f->allocated) return Status::OK();
   constexpr uint64_t kChunk = uint64_t{kPreallocPages} * record::kPageBytes;
   const uint64_t target = (end + kChunk - 1) / kChunk * kChunk;
+  Status st = f->file->Allocate(f->allocated, target - f->allocated);
+  if (st.ok()) {
+    f->allocated = target;
+    return Status::OK();
+  }
+  if (!st.Is(Status::Code::kNotSupported)) return st;
+  {
+    std::lock_guard lock(mu_);
+    stats_.zeros_written += target - f->allocated;
+  }
   static const std::string zeros(kChunk, '\0');
   for (uint64_t at = f->allocated; at < target;) {
     const uint64_t n = std::min<uint64_t>(kChunk, target - at);
@@ -382,6 +400,7 @@ bool LogWriter::CheckpointDue() const {
 }
 
 Status LogWriter::Checkpoint() {
+  const auto started = std::chrono::steady_clock::now();
   // Pages of segments about to be removed need not be written.
   for (const auto& [id, segment] : retired_) {
     auto lo = images_.lower_bound(ImageKey{id, segment, 0});
@@ -427,6 +446,11 @@ Status LogWriter::Checkpoint() {
   stats_.syncs += synced_files + 1;
   stats_.files_removed += removed;
   stats_.checkpoints++;
+  const auto us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                            std::chrono::steady_clock::now() - started)
+                                            .count());
+  stats_.checkpoint_us += us;
+  stats_.checkpoint_max_us = std::max(stats_.checkpoint_max_us, us);
   return Status::OK();
 }
 

@@ -87,6 +87,9 @@ class LogWriter : public LogSink {
     uint64_t files_removed = 0;
     uint64_t busy_us = 0;  // time spent writing and syncing
     uint64_t checkpoints = 0;
+    uint64_t checkpoint_us = 0;  // time spent in checkpoints (the log is held meanwhile)
+    uint64_t checkpoint_max_us = 0;
+    uint64_t zeros_written = 0;   // bytes Preallocate wrote (no fallocate)
     uint64_t inline_batches = 0;  // written by FlushInline's caller
   };
   Stats stats() const;
@@ -114,9 +117,12 @@ class LogWriter : public LogSink {
   Status WriteBatch(std::vector<DirtyPages>* batch, bool inline_caller);
   Status FileFor(const PartitionId& id, uint32_t segment, SegmentFile** out,
                  std::vector<std::string>* new_dirs);
-  // Zero-fills the file ahead of a write ending at `end`, a chunk at a time: overwriting
-  // allocated blocks lets fdatasync skip the file-system journal (the file size does not
-  // change), which is most of its cost on ext4.
+  // Allocates the file ahead of a write ending at `end`, a chunk at a time (File::Allocate:
+  // fallocate; where the file system has none, zeros are written). Checkpoint writes then
+  // land in reserved blocks that read as zeros past the last page, also after a crash.
+  // Not zeros written: those were as many bytes as the page images, written back and
+  // flushed at the next checkpoint, whose device cache flush on a virtual disk also waits
+  // for them (while the group commit's log writes wait for that flush).
   Status Preallocate(SegmentFile* f, uint64_t end);
   Status Checkpoint();
   bool CheckpointDue() const;

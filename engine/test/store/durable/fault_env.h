@@ -33,6 +33,7 @@ class FaultEnv : public Env {
   std::atomic<int> sync_delay_us{0};        // a slow disk: every sync takes this long first
   std::atomic<bool> no_sync_writes{false};  // OpenSyncWrites is refused (as by tmpfs)
   std::atomic<int> durable_ops{0};          // successful syncs and O_DSYNC writes
+  std::atomic<bool> no_allocate{false};     // File::Allocate is NotSupported (no fallocate)
 
   // Undoes every write not covered by a successful sync since track_unsynced was set.
   // Call with no File of this Env in use. Returns how many writes were undone.
@@ -178,6 +179,17 @@ class FaultEnv : public Env {
     }
     Status Size(uint64_t* out) override { return f_->Size(out); }
     Status Truncate(uint64_t size) override { return f_->Truncate(size); }
+    Status Allocate(uint64_t offset, uint64_t len) override {
+      if (env_->read_only) return ReadOnly("fallocate");
+      if (env_->no_allocate) return File::Allocate(offset, len);
+      if (env_->bytes_left >= 0) {
+        if (env_->bytes_left < static_cast<int64_t>(len)) {
+          return Status::NoSpace("fallocate: No space left on device");
+        }
+        env_->bytes_left -= static_cast<int64_t>(len);
+      }
+      return f_->Allocate(offset, len);
+    }
 
    private:
     FaultEnv* env_;

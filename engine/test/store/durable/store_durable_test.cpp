@@ -2,6 +2,7 @@
 // transactions, fences), the torn tail, corruption in the middle, the identity of the data
 // directory, a full disk and a read-only one, compaction freeing files.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -64,6 +65,7 @@ class StoreDurableTest : public testing::StoreTest {
   }
   void ConcurrentPreparesSurviveACrash(bool inline_flush);
   void UnwaitedWritesBecomeDurable(bool inline_flush);
+  void SegmentFilesAllocatedAhead(bool fallocate);
   Status TryOpen() {
     store_.reset();
     options_.now_ms = [this] { return now_.load(); };
@@ -213,6 +215,56 @@ TEST_F(StoreDurableTest, TornTailIsCutAndEverythingBeforeItKept) {
   Reopen();
   EXPECT_EQ(Get("after").value, "cut");
   EXPECT_EQ(store_->recovery().torn_cut, 0u);
+}
+
+// Segment files are allocated ahead of the checkpoint's page writes, a chunk at a time
+// (LogWriter::Preallocate): with fallocate, blocks reserved without writing zeros (the
+// zeros were as many bytes as the images, flushed at every checkpoint); where there is no
+// fallocate, zeros written. Either way the file covers whole chunks with its blocks
+// allocated, reads zeros past the last page, and everything comes back.
+void StoreDurableTest::SegmentFilesAllocatedAhead(bool fallocate) {
+  env_.no_allocate = !fallocate;
+  for (int i = 0; i < 400; ++i) Put(Ts(10 + i), Numbered("k", i), Value(i), Part(i % 2));
+  Reopen();  // a checkpoint writes the pages
+  constexpr uint64_t kChunk = 32 * record::kPageBytes;
+  int files = 0;
+  for (uint32_t b = 0; b < 2; ++b) {
+    for (const std::string& f : Segments(Part(b))) {
+      struct stat st;
+      ASSERT_EQ(stat(f.c_str(), &st), 0) << f;
+      const auto size = static_cast<uint64_t>(st.st_size);
+      EXPECT_GT(size, 0u) << f;
+      EXPECT_EQ(size % kChunk, 0u) << f << ": not grown by whole chunks";
+      EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, size) << f << ": blocks not allocated";
+      // Past the last page written: zeros (recovery's end of the file).
+      const std::string bytes = ReadAll(f);
+      size_t used = 0;
+      for (size_t at = 0; at + record::kPageBytes <= bytes.size(); at += record::kPageBytes) {
+        record::PageHeader h;
+        if (record::ReadPageHeader(reinterpret_cast<const uint8_t*>(bytes.data()) + at,
+                                   record::kPageBytes, &h)
+                .ok()) {
+          used = at + record::kPageBytes;
+        }
+      }
+      EXPECT_GT(used, 0u) << f;
+      EXPECT_EQ(bytes.find_first_not_of('\0', used), std::string::npos) << f;
+      ++files;
+    }
+  }
+  EXPECT_GE(files, 2);
+  store_.reset();
+  ASSERT_TRUE(TryOpen().ok());
+  for (int i = 0; i < 400; ++i)
+    EXPECT_EQ(Get(Numbered("k", i), {}, 0, Part(i % 2)).value, Value(i));
+}
+
+TEST_F(StoreDurableTest, SegmentFilesAreAllocatedAheadWithFallocate) {
+  SegmentFilesAllocatedAhead(true);
+}
+
+TEST_F(StoreDurableTest, SegmentFilesAreAllocatedAheadWithZerosWithoutFallocate) {
+  SegmentFilesAllocatedAhead(false);
 }
 
 TEST_F(StoreDurableTest, CorruptionInTheMiddleIsAnErrorNotSilentLoss) {
