@@ -91,7 +91,18 @@ void LearnAddresses(Client::Impl& c, uint32_t node, const PendingCall& reply) {
       !c.Connected(node, ChannelKind::kFast, &ch).ok()) {
     return;  // only hints: the reads learn the addresses themselves
   }
-  for (const auto& item : r.items) {
+  // A bulk commit's reply holds thousands of addresses, each stored at a random place of a
+  // shared cache far larger than the CPU's: the slots of the next few are fetched ahead
+  // (storing 200 000 addresses one miss after the other was 14 % of pgbench -i's backend).
+  constexpr size_t kAhead = 8;
+  for (size_t i = 0; i < std::min(kAhead, r.items.size()); i++) {
+    c.addresses->Prefetch(r.items[i].part.keyspace, r.items[i].key);
+  }
+  for (size_t i = 0; i < r.items.size(); i++) {
+    if (i + kAhead < r.items.size()) {
+      c.addresses->Prefetch(r.items[i + kAhead].part.keyspace, r.items[i + kAhead].key);
+    }
+    const auto& item = r.items[i];
     if (!item.address.valid()) continue;
     OneSidedAddress a;
     a.node = node;
