@@ -5,6 +5,7 @@
 #include <chrono>
 #include <map>
 #include <set>
+#include <span>
 #include <thread>
 #include <unordered_set>
 
@@ -541,25 +542,62 @@ void CollectCommits(Client::Impl& c, WriteAheadPut& put) {
   c.stats.transactions_committed++;
 }
 
-// Moves the writes ahead in flight one step on: COMMITs sent earlier are collected, PREPAREs
-// sent before the newest PUT's are collected and their COMMITs sent. The first failure is
-// returned.
+bool CommitsReplied(Client::Impl& c, const WriteAheadPut& put) {
+  std::vector<uint64_t> ids;
+  for (const auto& [node, id] : put.commits) {
+    if (id != 0) ids.push_back(id);
+  }
+  return c.Replied(ids);
+}
+
+// How many PUTs may have their PREPAREs unanswered, counting the one the caller sends next,
+// and how many may be in flight at all, before the caller waits for the oldest. Each wait
+// for a server is a point where the caller sleeps and must be woken and scheduled again:
+// on a machine whose cores are all busy that costs milliseconds, so the caller goes on while
+// the servers still work on earlier pieces, and only waits when they fall that far behind.
+constexpr size_t kMaxPreparing = 3;
+constexpr size_t kMaxInFlight = 6;
+
+// Moves the writes ahead in flight on without waiting where it can: PUTs whose PREPAREs are
+// all answered get their COMMITs sent, PUTs whose COMMITs are answered are collected (their
+// addresses learnt). Beyond the bounds above, the oldest are waited for. The first failure
+// is returned.
 Status Advance(Client::Impl& c, WriteBatch* batch) {
   Status first;
-  while (!c.write_ahead.empty() && c.write_ahead.front().prepares.empty()) {
-    CollectCommits(c, c.write_ahead.front());
-    c.write_ahead.pop_front();
-  }
-  // The newest PUT's PREPAREs stay in flight while the caller goes on: the servers work on
-  // two pieces while the caller makes the next.
-  for (size_t i = 0; i + 1 < c.write_ahead.size(); i++) {
-    WriteAheadPut& put = c.write_ahead[i];
-    if (put.prepares.empty()) continue;
-    Status st = CollectPrepares(c, put, batch, false);
+  auto note = [&](const Status& st) {
     if (!st.ok() && first.ok()) first = st;
+  };
+  size_t preparing = 0;
+  for (WriteAheadPut& put : c.write_ahead) {
+    if (put.prepares.empty()) continue;
+    if (c.Replied(put.prepares)) {
+      note(CollectPrepares(c, put, batch, false));
+    } else {
+      preparing++;
+    }
   }
+  for (WriteAheadPut& put : c.write_ahead) {
+    if (preparing + 1 <= kMaxPreparing) break;
+    if (put.prepares.empty()) continue;
+    note(CollectPrepares(c, put, batch, false));  // the oldest, waiting
+    preparing--;
+  }
+  // PUTs whose PREPAREs failed were aborted and have nothing left in flight.
   std::erase_if(c.write_ahead,
                 [](const WriteAheadPut& p) { return p.prepares.empty() && p.commits.empty(); });
+  while (!c.write_ahead.empty()) {
+    WriteAheadPut& put = c.write_ahead.front();
+    const bool full = c.write_ahead.size() + 1 > kMaxInFlight;
+    if (!put.prepares.empty()) {
+      if (!full) break;
+      note(CollectPrepares(c, put, batch, false));
+    }
+    if (!put.commits.empty()) {
+      if (!full && !CommitsReplied(c, put)) break;
+      CollectCommits(c, put);
+    }
+    c.write_ahead.pop_front();
+  }
   return first;
 }
 
