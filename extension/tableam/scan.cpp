@@ -514,6 +514,11 @@ namespace {
 // estimate of the table's rows stays unbiased. When ANALYZE visits every block in order (fewer
 // blocks than it needs rows), the ids of several blocks go in one request.
 constexpr size_t kAnalyzeIdsPerRequest = 8192;
+// A page scan reads every row; probes only the share drawn. Measured (pgbench_accounts,
+// default target: 60 000 ids drawn): 200 000 rows, share 0.3, pages 48-64 ms against probes
+// 110-118 ms; 1 000 000 rows, share 0.06, pages 114-122 ms against 160-165 ms. A row costs
+// the page scan a tenth to a twentieth of what a probed id costs: below this share, probes.
+constexpr double kAnalyzePagesMinShare = 0.05;
 
 int AnalyzeTargetRows(Relation rel) {
   int target = default_statistics_target;
@@ -576,7 +581,8 @@ void AnalyzeLoadBlock(TableScan& s, uint32_t blockno) {
     const double ids = static_cast<double>(std::max<uint64_t>(s.Blocks(), 1)) * kRowsPerBlock;
     s.analyze_fraction = std::min(1.0, 2 * target / ids);
     s.analyze_lookahead = static_cast<double>(s.Blocks()) <= target;
-    if (s.analyze_lookahead && s.analyze_fraction < 1 && !s.ks.fresh &&
+    if (s.analyze_lookahead && s.analyze_fraction < 1 &&
+        s.analyze_fraction >= kAnalyzePagesMinShare && !s.ks.fresh &&
         SequentialScanReadsPages(s.Blocks())) {
       AnalyzeSampleByPages(s);
     }
