@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <span>
 #include <thread>
+#include <vector>
 
 #include "ramp/client.h"
 #include "ramp/keys.h"
@@ -147,6 +149,65 @@ TEST_F(ClientApiTest, BatchOverTheItemLimitIsRefusedAndWritesNothing) {
   auto r = c->NewReadSession();
   auto rows = Read(*r, table, {0}, RowReads::kLatest);
   EXPECT_FALSE(rows[0].found);
+}
+
+// Client::WriteAhead commits the rows it is given as PUTs of their own and marks exactly
+// those entries streamed: Write then sends only the rest (and counts only those against the
+// batch limit). A row inserted and deleted in the batch is neither written ahead nor sent.
+TEST_F(ClientApiTest, RowsWrittenAheadAreCommittedOnceAndWriteSendsOnlyTheRest) {
+  ClientOptions o =
+      cluster_->ClientOptionsFor(Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus);
+  o.max_batch_items = 10;  // far fewer than the rows: only what was not written ahead counts
+  std::unique_ptr<Client> c;
+  ASSERT_TRUE(Client::Open(o, &c).ok());
+  KeyspaceRef table = Table();
+  table.fresh = true;
+  WriteBatch b(c->write_limits());
+  std::vector<EntryKey> keys;
+  for (uint64_t id = 1; id <= 300; id++) {
+    ASSERT_TRUE(b.Insert(table, EntryKey{0, id}, "row" + std::to_string(id), 1, kTopSubTxn).ok());
+    keys.push_back(EntryKey{0, id});
+  }
+  b.Delete(table, EntryKey{0, 5}, 2, kTopSubTxn, false, nullptr);
+  // Pieces as a COPY makes them, more than WriteAhead keeps in flight before it waits for
+  // the oldest: each is committed once, whichever call collects it.
+  for (size_t first = 0; first < keys.size(); first += 30) {
+    ASSERT_TRUE(c->WriteAhead(b, table, std::span(keys).subspan(first, 30)).ok());
+  }
+  for (uint64_t id = 1; id <= 300; id++) {
+    const BatchEntry* e = b.Find(table.id, EntryKey{0, id});
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->streamed, id != 5) << "row " << id;
+  }
+  ASSERT_TRUE(c->FinishWriteAhead(&b).ok());
+  ASSERT_TRUE(b.Insert(table, EntryKey{0, 301}, "row301", 3, kTopSubTxn).ok());
+  Timestamp ts;
+  Status st = c->Write(b, &ts);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+
+  auto reader = Open();  // reads too are bounded by max_batch_items
+  reader->DefineKeyspace(table.id, table.buckets);
+  auto r = reader->NewReadSession();
+  std::vector<uint64_t> ids;
+  for (uint64_t id = 1; id <= 301; id++) ids.push_back(id);
+  auto rows = Read(*r, table, ids, RowReads::kLatest);
+  ASSERT_EQ(rows.size(), ids.size());
+  for (size_t i = 0; i < rows.size(); i++) {
+    const uint64_t id = ids[i];
+    if (id == 5) {
+      EXPECT_FALSE(rows[i].found);
+      EXPECT_TRUE(rows[i].ts.zero()) << "row 5 was never to be written";
+      continue;
+    }
+    ASSERT_TRUE(rows[i].found) << "row " << id;
+    EXPECT_EQ(rows[i].value, "row" + std::to_string(id));
+    // Written ahead: committed before the transaction's own PUT, not sent again by it.
+    if (id <= 300) {
+      EXPECT_LT(rows[i].ts, ts) << "row " << id << " was sent again at commit";
+    } else {
+      EXPECT_EQ(rows[i].ts, ts);
+    }
+  }
 }
 
 // A statement reads one snapshot: a commit after it is invisible until the next statement.

@@ -1,8 +1,10 @@
 // Rows ↔ MinimalTuples. A stored row is [format byte 1][MinimalTuple bytes]; the bytes come
 // back from the network, so they are checked before PostgreSQL deforms them.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "boundary/boundary.hpp"
 #include "rows/row_slot.hpp"
@@ -61,8 +63,58 @@ bool PlausibleTuple(const char* bytes, size_t size, TupleDesc desc) {
 }  // namespace
 
 std::string EncodeSlot(TupleTableSlot* slot) {
-  MinimalTuple tuple = PgCall([&] { return FormFlatTuple(slot); });
+  // Rows of a COPY or INSERT (no TOAST pointer, no compressed value, not large): the tuple is
+  // formed as heap_form_minimal_tuple forms it, but from the slot's own arrays into a buffer
+  // kept from row to row (heap_fill_tuple aligns to absolute addresses: it is 8-byte
+  // aligned), then copied once. Other rows go through FormFlatTuple (palloc'd).
+  constexpr size_t kMaxDirectBytes = 64 * 1024;
+  static std::vector<uint64_t> scratch;
   std::string out;
+  size_t len = 0;
+  const bool direct = PgCall([&] {
+    TupleDesc desc = slot->tts_tupleDescriptor;
+    slot_getallattrs(slot);
+    const int natts = desc->natts;
+    bool hasnull = false;
+    for (int i = 0; i < natts; i++) {
+      if (slot->tts_isnull[i]) {
+        hasnull = true;
+        continue;
+      }
+      if (TupleDescAttr(desc, i)->attlen != -1) continue;
+      const auto* v = reinterpret_cast<struct varlena*>(DatumGetPointer(slot->tts_values[i]));
+      if (VARATT_IS_EXTERNAL(v) || VARATT_IS_COMPRESSED(v)) return false;
+    }
+    const size_t hoff = MAXALIGN(SizeofMinimalTupleHeader + (hasnull ? BITMAPLEN(natts) : 0));
+    const size_t data_len = heap_compute_data_size(desc, slot->tts_values, slot->tts_isnull);
+    len = hoff + data_len;
+    if (len > kMaxDirectBytes) return false;
+    return true;
+  });
+  if (direct) {
+    const size_t words = (len + 7) / 8;
+    if (scratch.size() < words) scratch.resize(std::max<size_t>(words, 64));
+    std::memset(scratch.data(), 0, words * 8);  // heap_form_minimal_tuple's palloc0
+    auto* tuple = reinterpret_cast<MinimalTuple>(scratch.data());
+    PgCall([&] {
+      TupleDesc desc = slot->tts_tupleDescriptor;
+      const int natts = desc->natts;
+      bool hasnull = false;
+      for (int i = 0; i < natts && !hasnull; i++) hasnull = slot->tts_isnull[i];
+      const size_t hoff = MAXALIGN(SizeofMinimalTupleHeader + (hasnull ? BITMAPLEN(natts) : 0));
+      tuple->t_len = static_cast<uint32>(len);
+      HeapTupleHeaderSetNatts(tuple, natts);
+      tuple->t_hoff = static_cast<uint8>(hoff + MINIMAL_TUPLE_OFFSET);
+      heap_fill_tuple(desc, slot->tts_values, slot->tts_isnull,
+                      reinterpret_cast<char*>(tuple) + hoff, len - hoff, &tuple->t_infomask,
+                      hasnull ? tuple->t_bits : nullptr);
+    });
+    out.reserve(1 + len);
+    out.push_back(kFormatMinimalTuple);
+    out.append(reinterpret_cast<const char*>(tuple), len);
+    return out;
+  }
+  MinimalTuple tuple = PgCall([&] { return FormFlatTuple(slot); });
   out.reserve(1 + tuple->t_len);
   out.push_back(kFormatMinimalTuple);
   out.append(reinterpret_cast<const char*>(tuple), tuple->t_len);

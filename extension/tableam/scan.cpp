@@ -514,6 +514,11 @@ namespace {
 // estimate of the table's rows stays unbiased. When ANALYZE visits every block in order (fewer
 // blocks than it needs rows), the ids of several blocks go in one request.
 constexpr size_t kAnalyzeIdsPerRequest = 8192;
+// A page scan reads every row; probes only the share drawn. Measured (pgbench_accounts,
+// default target: 60 000 ids drawn): 200 000 rows, share 0.3, pages 48-64 ms against probes
+// 110-118 ms; 1 000 000 rows, share 0.06, pages 114-122 ms against 160-165 ms. A row costs
+// the page scan a tenth to a twentieth of what a probed id costs: below this share, probes.
+constexpr double kAnalyzePagesMinShare = 0.05;
 
 int AnalyzeTargetRows(Relation rel) {
   int target = default_statistics_target;
@@ -535,12 +540,52 @@ void AnalyzeSampleIds(uint64_t block, double fraction, std::vector<uint64_t>* id
   }
 }
 
+// ANALYZE of a table whose every block it visits (analyze_lookahead) and which a sequential
+// scan reads by pages: one scan as a sequential scan makes it (pages, the transaction's own
+// writes overlaid), keeping each row with the probability the probes would have drawn its
+// id with. Probing 30 % of a 200 000-row table's ids cost 2.5x a page scan of all of it.
+// The rows kept are handed out block by block, ascending row id, as AnalyzeLoadBlock's
+// probes return them. Ids whose latest version is a deletion are not seen (dead rows: 0).
+void AnalyzeSampleByPages(TableScan& s) {
+  FetchedRows& out = s.analyze_ahead;
+  out.rows.clear();
+  out.dead = 0;
+  const uint64_t end = s.Blocks() * kRowsPerBlock;  // ANALYZE asks for no block beyond
+  uint64_t rowid = 0;
+  std::string_view value;
+  bool stable = false;
+  TableScan::Writer writer;
+  for (uint64_t n = 1; s.Next(&rowid, &value, &stable, &writer); n++) {
+    if (n % 4096 == 0) PgCall([] { CHECK_FOR_INTERRUPTS(); });
+    if (rowid >= end || pg_prng_double(&pg_global_prng_state) >= s.analyze_fraction) continue;
+    RowVersion& row = out.rows.emplace_back();
+    row.rowid = rowid;
+    row.value.assign(value);
+    row.own = writer.own;
+    row.own_cid = writer.cid;
+    row.ts = writer.ts;
+  }
+  // A page scan returns rows partition by partition.
+  std::sort(out.rows.begin(), out.rows.end(),
+            [](const RowVersion& a, const RowVersion& b) { return a.rowid < b.rowid; });
+  s.source.reset();  // its pages and connections
+  s.batch.clear();
+  s.analyze_ahead_pos = 0;
+  s.analyze_ahead_first = 0;
+  s.analyze_ahead_end = s.Blocks();
+}
+
 void AnalyzeLoadBlock(TableScan& s, uint32_t blockno) {
   if (s.analyze_fraction == 0) {
     const double target = AnalyzeTargetRows(s.rel);
     const double ids = static_cast<double>(std::max<uint64_t>(s.Blocks(), 1)) * kRowsPerBlock;
     s.analyze_fraction = std::min(1.0, 2 * target / ids);
     s.analyze_lookahead = static_cast<double>(s.Blocks()) <= target;
+    if (s.analyze_lookahead && s.analyze_fraction < 1 &&
+        s.analyze_fraction >= kAnalyzePagesMinShare && !s.ks.fresh &&
+        SequentialScanReadsPages(s.Blocks())) {
+      AnalyzeSampleByPages(s);
+    }
   }
   s.block_number = blockno;
   s.block_pos = 0;

@@ -93,9 +93,9 @@ void RefillRowIds(const ramp::KeyspaceRef& ks) {
 }  // namespace
 
 uint64_t NextRowId(const ramp::KeyspaceRef& ks) {
-  RowIdRange& range = Ranges()[ks.id];
+  RowIdRange& range = Ranges()[ks.id];  // a map node: RefillRowIds leaves it in place
   if (range.next == range.end) RefillRowIds(ks);
-  return Ranges()[ks.id].next++;
+  return range.next++;
 }
 
 uint64_t HighWater(const ramp::KeyspaceRef& ks) {

@@ -44,6 +44,10 @@ class AddressCache {
   virtual ~AddressCache() = default;
   virtual bool Lookup(KeyspaceId keyspace, std::string_view key, OneSidedAddress* out) = 0;
   virtual void Store(KeyspaceId keyspace, std::string_view key, const OneSidedAddress& a) = 0;
+  // A hint that the key is about to be stored: a cache larger than the CPU's caches fetches
+  // the key's slot now, so that a loop storing many keys (a bulk commit learning where its
+  // rows went) overlaps the memory misses instead of taking them one after the other.
+  virtual void Prefetch(KeyspaceId /*keyspace*/, std::string_view /*key*/) {}
   // Drops the entry if it still holds `seen` (another process may have stored a newer one).
   virtual void Erase(KeyspaceId keyspace, std::string_view key, const OneSidedAddress& seen) = 0;
   virtual void Count(uint64_t lookups, uint64_t found, uint64_t hits, uint64_t fallbacks) = 0;

@@ -382,8 +382,9 @@ class Client {
   // nothing else reads before the caller's transaction commits (one that transaction
   // created) in RAMP PUTs of their own, while the caller goes on: this call sends the
   // PREPAREs of `keys` (entries of batch; those not inserted, deleted or already streamed
-  // are skipped) and marks them streamed (Write skips them), collects the PREPAREs of the
-  // previous call and sends their COMMITs, and collects the COMMITs before those. A PUT
+  // are skipped) and marks them streamed (Write skips them); earlier calls' PUTs whose
+  // PREPAREs are answered get their COMMITs, answered COMMITs are collected (the oldest PUT
+  // is waited for only when a few are behind: write_path.cpp, Advance). A PUT
   // whose PREPAREs fail is aborted and its entries unmarked (Write sends them), so nothing
   // is lost; the error is returned once, and the caller stops writing ahead.
   Status WriteAhead(WriteBatch& batch, const KeyspaceRef& ks, std::span<const EntryKey> keys);

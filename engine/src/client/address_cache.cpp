@@ -220,6 +220,11 @@ class SharedAddressCache final : public AddressCache {
     target->seq.store(s + 2, std::memory_order_release);
   }
 
+  void Prefetch(KeyspaceId keyspace, std::string_view key) override {
+    const SharedEntry* set = SetOf(HashKey(keyspace, key));
+    for (size_t w = 0; w < kWays; w++) __builtin_prefetch(&set[w], 1);
+  }
+
   void Erase(KeyspaceId keyspace, std::string_view key, const OneSidedAddress& seen) override {
     const uint64_t h = HashKey(keyspace, key);
     const uint64_t tag = h | 1;

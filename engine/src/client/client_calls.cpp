@@ -229,6 +229,25 @@ Status Client::Impl::WaitLoop(std::span<const uint64_t> ids) {
   }
 }
 
+bool Client::Impl::Replied(std::span<const uint64_t> ids) {
+  std::vector<std::pair<uint32_t, ChannelKind>> channels;
+  for (uint64_t id : ids) {
+    auto it = calls.find(id);
+    if (it == calls.end() || it->second.done) continue;
+    const std::pair<uint32_t, ChannelKind> ch{it->second.node, it->second.channel};
+    if (std::find(channels.begin(), channels.end(), ch) == channels.end()) channels.push_back(ch);
+  }
+  if (channels.empty()) return true;
+  bool did = false;
+  for (const auto& [node, kind] : channels) {
+    if (!Progress(node, kind, &did).ok()) return true;
+  }
+  return std::all_of(ids.begin(), ids.end(), [&](uint64_t id) {
+    auto it = calls.find(id);
+    return it == calls.end() || it->second.done;
+  });
+}
+
 Status Client::Impl::WaitOneSided(std::span<const uint32_t> which) {
   // The completions first: a read the provider finished when it was posted (shm copies at
   // once) is over once its callback ran, without a look at the message rings (Begin's

@@ -182,6 +182,9 @@ struct Client::Impl final : ChannelContext, ClusterView {
   Status WaitOneSided(std::span<const uint32_t> nodes);
   // The reply of a finished call, removed from the table; errors become Status.
   Status TakeReply(uint64_t id, PendingCall* out);
+  // Whether every call of ids has its reply, after one look at their channels: never waits
+  // (a failed channel counts as answered: Wait then reports it).
+  bool Replied(std::span<const uint64_t> ids);
   // Sends and waits for one request.
   Status CallAndWait(uint32_t node, ChannelKind kind, protocol::Op op, uint32_t count,
                      std::string_view body, PendingCall* out);

@@ -1,5 +1,7 @@
 // Client::Write: a WriteBatch becomes one RAMP PUT (or one strict-2PL commit). The batch's
 // values are sent from where the batch holds them; only row keys are encoded here.
+#include <deque>
+
 #include "client/transaction_state.h"
 
 namespace ramp {
@@ -9,23 +11,15 @@ Status CommitBatch(Client::Impl& c, const WriteBatch& batch, S2plLocks& locks,
   // The one place that decides grouping for a write: a row keyspace's ref defines it (every
   // reader of the keyspace defines it the same way); keys of the caller's layout follow the
   // client's definition (Client::DefineKeyspace).
-  size_t count = batch.key_writes().size();
+  // The row entries are visited once: a bulk load's are hundreds of thousands, most of them
+  // written ahead and not sent. The items are made, then counted against the limit.
   for (const auto& [id, ks] : batch.keyspaces()) {
     const KeyspaceRef& ref = ks.ref();
     c.keyspaces[id] = KeyspaceDef{ref.buckets == 0 ? c.default_buckets : ref.buckets, ref.grouped};
-    for (const auto& [key, w] : ks.entries()) count += w.sent() ? 1 : 0;
   }
-  if (count > c.options.max_batch_items) {
-    return Status::TooLarge("transaction of " + std::to_string(count) +
-                            " writes exceeds the batch limit of " +
-                            std::to_string(c.options.max_batch_items));
-  }
-  std::vector<std::string> row_keys;  // the items' keys point here: never reallocated
-  row_keys.reserve(count - batch.key_writes().size());
+  std::deque<std::string> row_keys;  // the items' keys point here: a deque never moves them
   std::vector<WriteItem> items;
-  items.reserve(count);
-  std::vector<std::string> moved_values;  // the items' tombstone values point here
-  moved_values.reserve(count);
+  std::deque<std::string> moved_values;  // the items' tombstone values point here
   for (const auto& [id, ks] : batch.keyspaces()) {
     const bool grouped = ks.ref().grouped;
     for (const auto& [key, w] : ks.entries()) {
@@ -56,6 +50,11 @@ Status CommitBatch(Client::Impl& c, const WriteBatch& batch, S2plLocks& locks,
     it.grouped = def != c.keyspaces.end() && def->second.grouped;
     it.has_expected = w.has_expected;
     it.expected = w.expected;
+  }
+  if (items.size() > c.options.max_batch_items) {
+    return Status::TooLarge("transaction of " + std::to_string(items.size()) +
+                            " writes exceeds the batch limit of " +
+                            std::to_string(c.options.max_batch_items));
   }
   if (c.options.protocol == Protocol::kS2pl) return S2plCommit(c, locks, items);
   return RampCommit(c, items, commit_ts);

@@ -2,6 +2,7 @@
 #include "ramp/write_batch.h"
 
 #include <cstring>
+#include <tuple>
 #include <utility>
 
 #include "common/little_endian.h"
@@ -44,15 +45,23 @@ Status WriteBatch::CheckKey(std::string_view key) const {
 
 BatchEntry& WriteBatch::Slot(const KeyspaceRef& ks, EntryKey key, SubTxnId sub) {
   Keyspace& k = keyspaces_.try_emplace(ks.id, ks).first->second;
-  auto it = k.map_.find(key);
+  auto it = k.map_.end();
+  bool added = false;
   if (sub > kTopSubTxn) {
     // Top-level writes need no undo: a top-level abort discards the whole batch.
+    it = k.map_.find(key);
     std::optional<BatchEntry> previous;
     if (it != k.map_.end()) previous = it->second;
     undo_.push_back(Undo{ks.id, key, std::move(previous), sub});
+    if (it == k.map_.end()) {
+      it = k.map_.emplace(key, BatchEntry{}).first;
+      added = true;
+    }
+  } else {
+    // One hash lookup (every row of a COPY is a new key), not a find and then an insert.
+    std::tie(it, added) = k.map_.try_emplace(key);
   }
-  if (it == k.map_.end()) {
-    it = k.map_.emplace(key, BatchEntry{}).first;
+  if (added) {
     k.order_.push_back(key);
     size_++;
   }
