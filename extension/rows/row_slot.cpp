@@ -95,6 +95,15 @@ void CopySlot(TupleTableSlot* dst, TupleTableSlot* src) {
   }
 }
 
+// A copy keeps the row's TID (its row id) in t_self, as a heap tuple's copy does: ANALYZE
+// sorts its sample by t_self, and a column's correlation (which the planner's index scan
+// costs use) is computed in that order. TTSOpsMinimalTuple's copy leaves t_self invalid.
+HeapTuple CopyHeapTuple(TupleTableSlot* slot) {
+  HeapTuple tuple = TTSOpsMinimalTuple.copy_heap_tuple(slot);
+  tuple->t_self = slot->tts_tid;
+  return tuple;
+}
+
 }  // namespace
 
 // The callbacks that need nothing more are TTSOpsMinimalTuple's own (no extra call per row:
@@ -110,7 +119,7 @@ extern const TupleTableSlotOps kRowSlotOps = {
     .copyslot = CopySlot,
     .get_heap_tuple = nullptr,
     .get_minimal_tuple = TTSOpsMinimalTuple.get_minimal_tuple,
-    .copy_heap_tuple = TTSOpsMinimalTuple.copy_heap_tuple,
+    .copy_heap_tuple = CopyHeapTuple,
     .copy_minimal_tuple = TTSOpsMinimalTuple.copy_minimal_tuple,
 };
 

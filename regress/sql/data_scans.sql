@@ -224,6 +224,11 @@ SELECT r.attname, abs(r.avg_width - h.avg_width) <= 0.05 * h.avg_width AS close_
        (r.n_distinct < 0) = (h.n_distinct < 0) AS same_kind_of_n_distinct
   FROM pg_stats r JOIN pg_stats h ON h.attname = r.attname AND h.tablename = 'big_heap'
  WHERE r.tablename = 'big_ramp' AND r.attname IN ('id', 'payload') ORDER BY 1;
+-- big_ramp's rows were inserted in id order, so its row ids (TIDs) follow id: ANALYZE sorts
+-- its sample by TID, and the planner's index costs see the correlation. (big_heap was
+-- filled from a scan of big_ramp, in partition order: its ids do not follow its TIDs.)
+SELECT correlation > 0.9 AS id_follows_tids FROM pg_stats
+ WHERE tablename = 'big_ramp' AND attname = 'id';
 -- A nested loop rescans its inner bitmap heap scan once per outer row: each pass reads the
 -- blocks of its own key. Rescans of bitmap scans are not replayed (the rescan cache is for
 -- sequential scans): filling it read the rest of the table, here all of big_ramp. With
