@@ -102,6 +102,60 @@ TEST_F(ClientApiTest, WriteCommitsRowsAndGroupedEntriesAsOneTransaction) {
   }
 }
 
+// ReadSession::GetGroup keeps a group's entries and serves them again after a one-sided
+// read of the partition's group version: another client's commit to the group is seen at
+// once (the version changed), and an unchanged group costs the servers nothing. With the
+// check switched off (debug_trust_group_cache) the same reader misses the commit: the
+// version check is what keeps the entries current.
+TEST_F(ClientApiTest, KeptGroupEntriesAreServedOnlyWhileTheirPartitionIsUnchanged) {
+  auto writer = Open();
+  const KeyspaceRef table = Table(), index = Index();
+  auto insert = [&](uint64_t from, uint64_t to) {
+    WriteBatch b(writer->write_limits());
+    for (uint64_t id = from; id <= to; id++) {
+      ASSERT_TRUE(b.Insert(table, EntryKey{0, id}, "row", 1, kTopSubTxn).ok());
+      ASSERT_TRUE(b.Insert(index, EntryKey{7, id}, "", 1, kTopSubTxn).ok());
+    }
+    Timestamp ts;
+    Status st = writer->Write(b, &ts);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  };
+  insert(1, 10);
+  for (bool trust : {false, true}) {
+    SCOPED_TRACE(trust ? "without the version check" : "with the version check");
+    ClientOptions o =
+        cluster_->ClientOptionsFor(Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus);
+    o.debug_trust_group_cache = trust;
+    std::unique_ptr<Client> reader;
+    ASSERT_TRUE(Client::Open(o, &reader).ok());
+    auto r = reader->NewReadSession();
+    std::vector<GroupEntry> entries;
+    ASSERT_TRUE(r->GetGroup(index.id, RowKey(7), &entries).ok());
+    const size_t before = entries.size();
+    ASSERT_GE(before, 10u);
+    EXPECT_EQ(reader->stats().group_cache_hits, 0u);
+    // Unchanged: served from the kept entries.
+    ASSERT_TRUE(r->GetGroup(index.id, RowKey(7), &entries).ok());
+    EXPECT_EQ(entries.size(), before);
+    EXPECT_EQ(reader->stats().group_cache_hits, 1u);
+    // Another client commits an entry to the group.
+    const uint64_t next = 100 + before;
+    insert(next, next);
+    ASSERT_TRUE(r->GetGroup(index.id, RowKey(7), &entries).ok());
+    if (!trust) {
+      EXPECT_EQ(entries.size(), before + 1);
+      EXPECT_EQ(reader->stats().group_cache_hits, 1u);  // the version had changed
+      // fresh: always the server's answer.
+      ASSERT_TRUE(r->GetGroup(index.id, RowKey(7), &entries, /*fresh=*/true).ok());
+      EXPECT_EQ(entries.size(), before + 1);
+      EXPECT_EQ(reader->stats().group_cache_hits, 1u);
+    } else {
+      EXPECT_EQ(entries.size(), before);  // stale: what the version check prevents
+      EXPECT_EQ(reader->stats().group_cache_hits, 2u);
+    }
+  }
+}
+
 TEST_F(ClientApiTest, InPlaceUpdateWithAStaleExpectedVersionConflicts) {
   auto c = Open();
   const KeyspaceRef table = Table();

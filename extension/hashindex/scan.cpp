@@ -111,14 +111,19 @@ bool RecentDeletion(const ramp::Timestamp& ts) {
 // decides). Entries written with their row pass the entry's timestamp as
 // RowRequest::required, so a row whose transaction is committed at the index partition but
 // not yet at the row's is still found.
+//
+// Unless `fresh`, the entries may be ones the client kept from an earlier read of the group,
+// served after a one-sided read of the partition's group version found that nothing in the
+// partition changed since (ReadSession::GetGroup): what a GetGroup request would return at
+// that moment, without its round trip.
 void ReadGroup(Session& session, const ramp::KeyspaceRef& index_ks,
-               const ramp::KeyspaceRef& table_ks, const std::string& group,
+               const ramp::KeyspaceRef& table_ks, const std::string& group, bool fresh,
                std::vector<uint64_t>* found, std::vector<ramp::RowRequest>* rows) {
   const XactState* x = XactIfAny();
   std::vector<ramp::GroupEntry> entries;
   found->clear();
   rows->clear();
-  session.Check(session.reads().GetGroup(index_ks.id, group, &entries),
+  session.Check(session.reads().GetGroup(index_ks.id, group, &entries, fresh),
                 "reading a ramp_hash index");
   for (const ramp::GroupEntry& e : entries) {
     uint64_t rowid = 0;
@@ -176,7 +181,8 @@ void LookUp(const ramp::KeyspaceRef& index_ks, const ramp::KeyspaceRef& table_ks
   session.Define(table_ks);
   std::vector<ramp::RowRequest> rows;
   for (int attempt = 0;; attempt++) {
-    ReadGroup(session, index_ks, table_ks, group, found, &rows);
+    // A retry (a commit in flight) asks the server: the kept entries would be the same.
+    ReadGroup(session, index_ks, table_ks, group, /*fresh=*/attempt > 0, found, &rows);
     if (rows.empty()) return;
     if (scan != nullptr && attempt == 0 && rows.size() > 1) {
       const auto first = std::min_element(

@@ -18,9 +18,104 @@ Status ReadSlots(Client::Impl& c, S2plLocks& locks, std::vector<ReadSlot>& slots
                                                : RampRead(c, slots, snapshot);
 }
 
+namespace {
+
+// The kept entries of a group, if its partition's group version still has the value they
+// were read with: one 8-byte one-sided read of the owner's arena. A GET_GROUP at the moment
+// of that read would return these entries (the server bumps the version before any of them
+// changes), so what the caller gets is what the request would have got. false: read by
+// request (nothing kept, another placement or server instance, a changed version, a read
+// that failed).
+bool ServeKept(Client::Impl& c, const std::string& cache_key, std::vector<GroupEntry>* out) {
+  auto it = c.kept_groups.find(cache_key);
+  if (it == c.kept_groups.end()) return false;
+  const KeptGroup& k = it->second;
+  bool current = false;
+  if (c.options.debug_trust_group_cache) {
+    current = true;
+  } else if (const auto pl = c.placements.find(k.part);
+             pl != c.placements.end() && pl->second.owner == k.node &&
+             pl->second.epoch == k.placement_epoch && k.node < c.nodes.size()) {
+    NodeChannel* ch = nullptr;
+    if (c.Connected(k.node, ChannelKind::kFast, &ch).ok() && ch->hello().instance == k.instance) {
+      // As RampReadOneSided: a completion that comes after this read gave up (a timeout)
+      // must not touch a later one.
+      const uint64_t seq = ++c.one_sided_seq;
+      c.one_sided_done = false;
+      c.group_version_word = 0;
+      Client::Impl* cp = &c;
+      if (ch->conn()
+              ->PostRead(&c.group_version_word, ch->hello().arena, k.version_offset,
+                         sizeof(uint64_t),
+                         [cp, seq](const Status& st) {
+                           if (cp->one_sided_seq != seq) return;
+                           cp->one_sided_done = true;
+                           cp->one_sided_status = st;
+                         })
+              .ok()) {
+        c.stats.one_sided_reads++;
+        const uint32_t node = k.node;
+        const Status waited = c.WaitOneSided(std::span<const uint32_t>(&node, 1));
+        current = waited.ok() && c.one_sided_done && c.one_sided_status.ok() &&
+                  c.group_version_word == k.version;
+      }
+    }
+  }
+  if (!current) {
+    c.kept_group_bytes -= it->second.bytes;
+    c.kept_groups.erase(it);
+    return false;
+  }
+  *out = it->second.entries;
+  c.stats.group_cache_hits++;
+  return true;
+}
+
+void Keep(Client::Impl& c, std::string cache_key, const PartitionId& part, uint32_t node,
+          const protocol::GetGroupReply& gr, const std::vector<GroupEntry>& entries) {
+  NodeChannel* ch = nullptr;
+  if (gr.version == 0 || c.options.group_cache_bytes == 0 ||
+      c.options.read_path != ReadPath::kGetStar ||
+      !c.Connected(node, ChannelKind::kFast, &ch).ok()) {
+    return;
+  }
+  KeptGroup k;
+  k.part = part;
+  k.node = node;
+  k.instance = ch->hello().instance;
+  k.placement_epoch = c.EpochOf(part);
+  k.version_offset = gr.version_offset;
+  k.version = gr.version;
+  k.bytes = sizeof(KeptGroup) + 2 * cache_key.size() + 64;
+  for (const GroupEntry& e : entries) {
+    k.bytes += sizeof(GroupEntry) + e.suffix.size() + e.value.size();
+    for (const auto& sib : e.siblings) k.bytes += sizeof(sib) + sib.first.size();
+  }
+  if (k.bytes > c.options.group_cache_bytes / 4) return;
+  // Full: drop kept groups (the first ones in the table's order: unrelated to their use).
+  while (c.kept_group_bytes + k.bytes > c.options.group_cache_bytes && !c.kept_groups.empty()) {
+    c.kept_group_bytes -= c.kept_groups.begin()->second.bytes;
+    c.kept_groups.erase(c.kept_groups.begin());
+  }
+  k.entries = entries;
+  auto [it, inserted] = c.kept_groups.try_emplace(std::move(cache_key));
+  if (!inserted) c.kept_group_bytes -= it->second.bytes;
+  c.kept_group_bytes += k.bytes;
+  it->second = std::move(k);
+}
+
+}  // namespace
+
 Status ReadGroup(Client::Impl& c, KeyspaceId keyspace, std::string_view group,
-                 std::vector<GroupEntry>* out) {
+                 std::vector<GroupEntry>* out, bool keep) {
   out->clear();
+  c.stats.group_reads++;
+  keep = keep && c.options.group_cache_bytes != 0;
+  std::string cache_key;
+  if (keep) {
+    cache_key = AddressKey(keyspace, group);
+    if (ServeKept(c, cache_key, out)) return Status::OK();
+  }
   uint32_t buckets = c.default_buckets;
   if (auto def = c.keyspaces.find(keyspace); def != c.keyspaces.end())
     buckets = def->second.buckets;
@@ -30,12 +125,14 @@ Status ReadGroup(Client::Impl& c, KeyspaceId keyspace, std::string_view group,
   protocol::Encode(req, &body);
   protocol::GetGroupReply gr;
   PendingCall reply;
+  uint32_t owner = 0;
   for (int attempt = 0;; attempt++) {
     c.MoveBackoff(attempt);
     const PartitionId parts[1] = {part};
     RAMP_RETURN_IF_ERROR(c.ResolveOwners(parts));
+    owner = c.OwnerOf(part);
     RAMP_RETURN_IF_ERROR(
-        c.CallAndWait(c.OwnerOf(part), c.ReadChannel(), protocol::Op::kGetGroup, 0, body, &reply));
+        c.CallAndWait(owner, c.ReadChannel(), protocol::Op::kGetGroup, 0, body, &reply));
     RAMP_RETURN_IF_ERROR(protocol::Decode(reply.body(), reply.header.count, &gr));
     if (gr.status != protocol::ItemStatus::kMoved) break;
     c.NoteMoved(part, gr.owner, gr.epoch);
@@ -55,6 +152,7 @@ Status ReadGroup(Client::Impl& c, KeyspaceId keyspace, std::string_view group,
     }
     out->push_back(std::move(ge));
   }
+  if (keep) Keep(c, std::move(cache_key), part, owner, gr, *out);
   return Status::OK();
 }
 
@@ -312,8 +410,8 @@ Status ReadSession::Get(KeyspaceId keyspace, std::string_view key, ReadResult* o
 }
 
 Status ReadSession::GetGroup(KeyspaceId keyspace, std::string_view group,
-                             std::vector<GroupEntry>* out) {
-  return ReadGroup(*client_->impl(), keyspace, group, out);
+                             std::vector<GroupEntry>* out, bool fresh) {
+  return ReadGroup(*client_->impl(), keyspace, group, out, /*keep=*/!fresh);
 }
 
 void ReadSession::RememberVersion(KeyspaceId keyspace, uint64_t rowid, const Timestamp& ts) {
