@@ -83,6 +83,16 @@ struct KeptGroup {
   std::vector<GroupEntry> entries;
 };
 
+// A partition closed at a snapshot (read_path.cpp, RoundTwo): its owner refuses PREPAREs at
+// or below `at` and had none undecided when it said so, under this placement and instance.
+struct ClosedPartition {
+  Timestamp at;     // closed at this snapshot (zero: never)
+  Timestamp tried;  // the last snapshot a close was asked for
+  uint32_t owner = 0;
+  uint64_t epoch = 0;
+  uint64_t instance = 0;
+};
+
 struct WriteAheadPut {
   Timestamp ts;
   KeyspaceId keyspace = 0;
@@ -135,6 +145,7 @@ struct Client::Impl final : ChannelContext, ClusterView {
   std::deque<WriteAheadPut> write_ahead;
   uint64_t write_ahead_items = 0;
   ClientStats stats;
+  std::unordered_map<PartitionId, ClosedPartition, PartitionIdHash> closed_partitions;
   // ReadSession::GetGroup's kept groups, by AddressKey(keyspace, group), and their bytes.
   std::unordered_map<std::string, KeptGroup> kept_groups;
   size_t kept_group_bytes = 0;
