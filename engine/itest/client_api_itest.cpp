@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "ramp/address_cache.h"
 #include "ramp/client.h"
 #include "ramp/keys.h"
 #include "ramp/read_session.h"
@@ -154,6 +155,65 @@ TEST_F(ClientApiTest, KeptGroupEntriesAreServedOnlyWhileTheirPartitionIsUnchange
       EXPECT_EQ(reader->stats().group_cache_hits, 2u);
     }
   }
+}
+
+// Groups of at most one entry also go to a shared address cache: a second client attached
+// to it (a parallel worker, say) is served what the first read, after the same version check,
+// and sees a commit to the group at once; an empty group is kept too.
+TEST_F(ClientApiTest, OneEntryGroupsAreSharedThroughTheSharedAddressCache) {
+  auto writer = Open();
+  const KeyspaceRef table = Table(), index = Index();
+  auto insert = [&](uint64_t group, uint64_t id) {
+    WriteBatch b(writer->write_limits());
+    ASSERT_TRUE(b.Insert(table, EntryKey{0, id}, "row", 1, kTopSubTxn).ok());
+    ASSERT_TRUE(b.Insert(index, EntryKey{group, id}, "", 1, kTopSubTxn).ok());
+    Status st = writer->Write(b);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  };
+  {
+    // A bulk write (its metadata names partitions): entries without siblings, one per group.
+    WriteBatch bulk(writer->write_limits());
+    for (uint64_t id = 1; id <= 70; id++) {
+      ASSERT_TRUE(bulk.Insert(table, EntryKey{0, id}, "row", 1, kTopSubTxn).ok());
+      ASSERT_TRUE(bulk.Insert(index, EntryKey{id, id}, "", 1, kTopSubTxn).ok());
+    }
+    ASSERT_TRUE(writer->Write(bulk).ok());
+  }
+  std::vector<char> memory(SharedAddressCacheBytes(4096) + 64);
+  void* aligned =
+      reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(memory.data()) + 63) & ~uintptr_t{63});
+  ClientOptions o =
+      cluster_->ClientOptionsFor(Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus);
+  o.address_cache = AttachSharedAddressCache(aligned, SharedAddressCacheBytes(4096), true);
+  ASSERT_NE(o.address_cache, nullptr);
+  std::unique_ptr<Client> a, b;
+  ASSERT_TRUE(Client::Open(o, &a).ok());
+  ASSERT_TRUE(Client::Open(o, &b).ok());
+  auto ra = a->NewReadSession();
+  auto rb = b->NewReadSession();
+  std::vector<GroupEntry> got_a, got_b;
+  ASSERT_TRUE(ra->GetGroup(index.id, RowKey(5), &got_a).ok());
+  ASSERT_EQ(got_a.size(), 1u);
+  ASSERT_TRUE(ra->GetGroup(index.id, RowKey(600), &got_a).ok());  // empty
+  EXPECT_TRUE(got_a.empty());
+  ASSERT_TRUE(ra->GetGroup(index.id, RowKey(5), &got_a).ok());
+  // b reads what a kept.
+  ASSERT_TRUE(rb->GetGroup(index.id, RowKey(5), &got_b).ok());
+  ASSERT_EQ(got_b.size(), 1u);
+  EXPECT_EQ(got_b[0].suffix, got_a[0].suffix);
+  EXPECT_EQ(got_b[0].ts, got_a[0].ts);
+  EXPECT_EQ(got_b[0].value, got_a[0].value);
+  EXPECT_TRUE(got_b[0].siblings.empty());
+  ASSERT_TRUE(rb->GetGroup(index.id, RowKey(600), &got_b).ok());
+  EXPECT_TRUE(got_b.empty());
+  EXPECT_EQ(b->stats().shared_group_hits, 2u);
+  // A commit to group 600: b sees it (the version changed), not the empty group it shared.
+  insert(600, 600);
+  ASSERT_TRUE(rb->GetGroup(index.id, RowKey(600), &got_b).ok());
+  EXPECT_EQ(got_b.size(), 1u);
+  EXPECT_EQ(b->stats().shared_group_hits, 2u);
+  ASSERT_TRUE(ra->GetGroup(index.id, RowKey(600), &got_a).ok());
+  EXPECT_EQ(got_a.size(), 1u);
 }
 
 TEST_F(ClientApiTest, InPlaceUpdateWithAStaleExpectedVersionConflicts) {

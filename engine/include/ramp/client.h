@@ -138,6 +138,7 @@ struct ClientStats {
   uint64_t partitions_closed = 0;  // partitions closed at a snapshot for round 2 (RoundTwo)
   uint64_t group_reads = 0;        // ReadSession::GetGroup calls
   uint64_t group_cache_hits = 0;   // ... served from kept entries (group version unchanged)
+  uint64_t shared_group_hits = 0;  // ... of which from the shared cache (SharedGroup)
 };
 
 class Client;

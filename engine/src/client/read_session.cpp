@@ -2,6 +2,7 @@
 // every client entry point shares (ReadSlots, ReadGroup).
 #include "ramp/read_session.h"
 
+#include <cstring>
 #include <deque>
 #include <unordered_map>
 #include <unordered_set>
@@ -20,54 +21,89 @@ Status ReadSlots(Client::Impl& c, S2plLocks& locks, std::vector<ReadSlot>& slots
 
 namespace {
 
+// Whether the group version at `offset` of `node`'s arena still holds `expected`: one 8-byte
+// one-sided read (false when it cannot be read: no fast channel, a failed read).
+bool GroupVersionIs(Client::Impl& c, uint32_t node, uint64_t offset, uint64_t expected) {
+  NodeChannel* ch = nullptr;
+  if (!c.Connected(node, ChannelKind::kFast, &ch).ok()) return false;
+  // As RampReadOneSided: a completion that comes after this read gave up (a timeout) must
+  // not touch a later one.
+  const uint64_t seq = ++c.one_sided_seq;
+  c.one_sided_done = false;
+  c.group_version_word = 0;
+  Client::Impl* cp = &c;
+  if (!ch->conn()
+           ->PostRead(&c.group_version_word, ch->hello().arena, offset, sizeof(uint64_t),
+                      [cp, seq](const Status& st) {
+                        if (cp->one_sided_seq != seq) return;
+                        cp->one_sided_done = true;
+                        cp->one_sided_status = st;
+                      })
+           .ok()) {
+    return false;
+  }
+  c.stats.one_sided_reads++;
+  const Status waited = c.WaitOneSided(std::span<const uint32_t>(&node, 1));
+  return waited.ok() && c.one_sided_done && c.one_sided_status.ok() &&
+         c.group_version_word == expected;
+}
+
+uint64_t InstanceOf(Client::Impl& c, uint32_t node) {
+  NodeChannel* ch = nullptr;
+  if (node >= c.nodes.size() || !c.Connected(node, ChannelKind::kFast, &ch).ok()) return 0;
+  return ch->hello().instance;
+}
+
 // The kept entries of a group, if its partition's group version still has the value they
 // were read with: one 8-byte one-sided read of the owner's arena. A GET_GROUP at the moment
 // of that read would return these entries (the server bumps the version before any of them
 // changes), so what the caller gets is what the request would have got. false: read by
 // request (nothing kept, another placement or server instance, a changed version, a read
-// that failed).
-bool ServeKept(Client::Impl& c, const std::string& cache_key, std::vector<GroupEntry>* out) {
-  auto it = c.kept_groups.find(cache_key);
-  if (it == c.kept_groups.end()) return false;
-  const KeptGroup& k = it->second;
-  bool current = false;
-  if (c.options.debug_trust_group_cache) {
-    current = true;
-  } else if (const auto pl = c.placements.find(k.part);
-             pl != c.placements.end() && pl->second.owner == k.node &&
-             pl->second.epoch == k.placement_epoch && k.node < c.nodes.size()) {
-    NodeChannel* ch = nullptr;
-    if (c.Connected(k.node, ChannelKind::kFast, &ch).ok() && ch->hello().instance == k.instance) {
-      // As RampReadOneSided: a completion that comes after this read gave up (a timeout)
-      // must not touch a later one.
-      const uint64_t seq = ++c.one_sided_seq;
-      c.one_sided_done = false;
-      c.group_version_word = 0;
-      Client::Impl* cp = &c;
-      if (ch->conn()
-              ->PostRead(&c.group_version_word, ch->hello().arena, k.version_offset,
-                         sizeof(uint64_t),
-                         [cp, seq](const Status& st) {
-                           if (cp->one_sided_seq != seq) return;
-                           cp->one_sided_done = true;
-                           cp->one_sided_status = st;
-                         })
-              .ok()) {
-        c.stats.one_sided_reads++;
-        const uint32_t node = k.node;
-        const Status waited = c.WaitOneSided(std::span<const uint32_t>(&node, 1));
-        current = waited.ok() && c.one_sided_done && c.one_sided_status.ok() &&
-                  c.group_version_word == k.version;
-      }
+// that failed). Kept privately first, else (a group of at most one entry) in the shared
+// cache (SharedGroup), which another process may have filled.
+bool ServeKept(Client::Impl& c, const std::string& cache_key, KeyspaceId keyspace,
+               std::string_view group, const PartitionId& part, std::vector<GroupEntry>* out) {
+  if (auto it = c.kept_groups.find(cache_key); it != c.kept_groups.end()) {
+    const KeptGroup& k = it->second;
+    bool current = c.options.debug_trust_group_cache;
+    if (!current) {
+      const auto pl = c.placements.find(k.part);
+      current = pl != c.placements.end() && pl->second.owner == k.node &&
+                pl->second.epoch == k.placement_epoch && InstanceOf(c, k.node) == k.instance &&
+                GroupVersionIs(c, k.node, k.version_offset, k.version);
     }
-  }
-  if (!current) {
+    if (current) {
+      *out = it->second.entries;
+      c.stats.group_cache_hits++;
+      return true;
+    }
     c.kept_group_bytes -= it->second.bytes;
     c.kept_groups.erase(it);
-    return false;
   }
-  *out = it->second.entries;
+  SharedGroup g;
+  if (!c.addresses->LookupGroup(keyspace, group, &g)) return false;
+  if (c.placements.count(part) == 0) {
+    // The placement is learnt once per partition (the request path would ask it too).
+    const PartitionId parts[1] = {part};
+    if (!c.ResolveOwners(parts).ok()) return false;
+  }
+  const auto pl = c.placements.find(part);
+  const bool current = c.options.debug_trust_group_cache ||
+                       (pl != c.placements.end() && pl->second.owner == g.node &&
+                        (pl->second.epoch & 0x3FFFFFFF) == g.placement_epoch &&
+                        static_cast<uint16_t>(InstanceOf(c, g.node)) == g.instance_hash &&
+                        GroupVersionIs(c, g.node, g.version_offset, g.version));
+  if (!current) return false;
+  out->clear();
+  if (g.has_entry) {
+    GroupEntry& e = out->emplace_back();
+    e.suffix.resize(sizeof(g.suffix));
+    std::memcpy(e.suffix.data(), &g.suffix, sizeof(g.suffix));
+    e.ts = Timestamp{g.ts_time, g.ts_client};
+    if (g.value_flag) e.value.assign(1, '\x01');
+  }
   c.stats.group_cache_hits++;
+  c.stats.shared_group_hits++;
   return true;
 }
 
@@ -91,6 +127,27 @@ void Keep(Client::Impl& c, std::string cache_key, const PartitionId& part, uint3
     k.bytes += sizeof(GroupEntry) + e.suffix.size() + e.value.size();
     for (const auto& sib : e.siblings) k.bytes += sizeof(sib) + sib.first.size();
   }
+  // A group of at most one entry that names no siblings goes to the shared cache too.
+  if (entries.size() <= 1) {
+    const GroupEntry* e = entries.empty() ? nullptr : &entries[0];
+    if (e == nullptr || (e->siblings.empty() && e->suffix.size() == sizeof(uint64_t) &&
+                         (e->value.empty() || e->value == std::string_view("\x01", 1)))) {
+      SharedGroup g;
+      g.node = node;
+      g.instance_hash = static_cast<uint16_t>(k.instance);
+      g.placement_epoch = static_cast<uint32_t>(k.placement_epoch & 0x3FFFFFFF);
+      g.version_offset = k.version_offset;
+      g.version = k.version;
+      if (e != nullptr) {
+        g.has_entry = true;
+        g.value_flag = !e->value.empty();
+        std::memcpy(&g.suffix, e->suffix.data(), sizeof(g.suffix));
+        g.ts_time = e->ts.time;
+        g.ts_client = e->ts.client;
+      }
+      c.addresses->StoreGroup(part.keyspace, cache_key.substr(sizeof(KeyspaceId)), g);
+    }
+  }
   if (k.bytes > c.options.group_cache_bytes / 4) return;
   // Full: drop kept groups (the first ones in the table's order: unrelated to their use).
   while (c.kept_group_bytes + k.bytes > c.options.group_cache_bytes && !c.kept_groups.empty()) {
@@ -111,15 +168,15 @@ Status ReadGroup(Client::Impl& c, KeyspaceId keyspace, std::string_view group,
   out->clear();
   c.stats.group_reads++;
   keep = keep && c.options.group_cache_bytes != 0;
-  std::string cache_key;
-  if (keep) {
-    cache_key = AddressKey(keyspace, group);
-    if (ServeKept(c, cache_key, out)) return Status::OK();
-  }
   uint32_t buckets = c.default_buckets;
   if (auto def = c.keyspaces.find(keyspace); def != c.keyspaces.end())
     buckets = def->second.buckets;
   const PartitionId part{keyspace, BucketOf(group, buckets)};
+  std::string cache_key;
+  if (keep) {
+    cache_key = AddressKey(keyspace, group);
+    if (ServeKept(c, cache_key, keyspace, group, part, out)) return Status::OK();
+  }
   protocol::GetGroupRequest req{part, group};
   std::string body;
   protocol::Encode(req, &body);
