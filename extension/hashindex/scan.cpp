@@ -57,7 +57,19 @@ struct HashScan {
   uint64_t group_hash = 0;
   ramp::KeyspaceRef index_ks;
   ramp::KeyspaceRef table_ks;
+  // Set by an index scan (GetTuple): the executor fetched each row it handed out right
+  // away, so its prefetched rows can go when the scan moves on (Forget).
+  bool tuple_scan = false;
 };
+
+// The prefetched rows of an index scan's previous key (read and fetched by now): forgotten,
+// so that a nested loop's thousands of lookups do not grow the statement's prefetch table
+// (whose lookups then miss the CPU caches: a tenth of TPC-H Q7's time on ramp_hash).
+void Forget(HashScan& state) {
+  if (!state.tuple_scan || !state.loaded || state.rowids.empty()) return;
+  ramp::ReadSession& reads = Session::Get().reads();
+  for (uint64_t id : state.rowids) reads.Unprefetch(state.table_ks.id, id);
+}
 
 struct HashScanOpaque {
   ContextOwned<HashScan>* state;
@@ -328,6 +340,7 @@ void Rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int n
   }
   Boundary([&] {
     HashScan& state = StateOf(scan);
+    Forget(state);
     state.loaded = false;
     state.rowids.clear();
     state.pos = 0;
@@ -342,7 +355,10 @@ bool GetTuple(IndexScanDesc scan, ScanDirection direction) {
       throw SqlError(ERRCODE_FEATURE_NOT_SUPPORTED, "ramp_hash cannot scan backward");
     }
     HashScan& state = StateOf(scan);
-    if (!state.loaded) Load(scan, state, /*first_only=*/true);
+    if (!state.loaded) {
+      Load(scan, state, /*first_only=*/true);
+      state.tuple_scan = true;
+    }
     if (state.rest_pending && state.pos >= 1) ReadRest(scan, state);
     if (state.pos >= state.rowids.size()) return false;
     SetTid(&scan->xs_heaptid, state.rowids[state.pos++]);

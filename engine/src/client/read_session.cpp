@@ -504,6 +504,15 @@ void ReadSession::Prefetch(KeyspaceId keyspace, uint64_t rowid, const Timestamp&
   s.prefetched[RowRef{keyspace, rowid}] = PrefetchedRow{ts, live, std::move(value)};
 }
 
+void ReadSession::Unprefetch(KeyspaceId keyspace, uint64_t rowid) {
+  State& s = *state_;
+  auto it = s.prefetched.find(RowRef{keyspace, rowid});
+  if (it == s.prefetched.end()) return;
+  const size_t bytes = it->second.value.size() + 64;
+  s.prefetched_bytes -= std::min(bytes, s.prefetched_bytes);
+  s.prefetched.erase(it);
+}
+
 const PrefetchedRow* ReadSession::Prefetched(KeyspaceId keyspace, uint64_t rowid) const {
   if (state_->prefetched.empty()) return nullptr;
   auto it = state_->prefetched.find(RowRef{keyspace, rowid});
