@@ -211,7 +211,7 @@ RESET enable_seqscan;
 -- Kept group entries: a lookup of a value read before is served again without a request
 -- while the index partition is unchanged (one 8-byte one-sided read of its group version;
 -- a request per lookup without it), and a commit from another session is seen at once.
-CREATE EXTENSION IF NOT EXISTS dblink;
+CREATE EXTENSION dblink;
 CREATE TABLE kept (k int, v text) USING ramp;
 CREATE INDEX kept_k ON kept USING ramp_hash (k);
 INSERT INTO kept SELECT g % 50, 'v' || g FROM generate_series(1, 500) g;
@@ -238,6 +238,7 @@ SELECT dblink_disconnect('other');
 RESET enable_seqscan;
 RESET enable_bitmapscan;
 DROP TABLE kept;
+DROP EXTENSION dblink;
 
 DROP TABLE orders, fresh;
 DROP EXTENSION pg_ramp;
