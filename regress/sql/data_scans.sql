@@ -303,7 +303,10 @@ SELECT server_ops() AS ops3 \gset
 SELECT sum(c), sum(s) FROM (SELECT o.x, (SELECT count(*) FROM rs_ramp r WHERE r.g = o.x % 7) c,
   (SELECT sum(id) FROM rs_ramp r WHERE r.g = o.x % 5) s FROM rs_outer o) j;
 SELECT server_ops() AS ops4 \gset
-SELECT (:ops4 - :ops3) > 40 * (:ops1 - :ops0) AS rescans_read_again;
+-- (Compared with the cached passes, not with one scan: a pass of a statement that closed
+-- rs_ramp's partitions at its snapshot needs no RAMP round 2, and costs less than the
+-- first scan of a statement.)
+SELECT (:ops4 - :ops3) > 5 * (:ops2 - :ops1) AS rescans_read_again;
 RESET ramp.rescan_cache;
 SELECT sum(c), sum(s) FROM (SELECT o.x, (SELECT count(*) FROM rs_heap r WHERE r.g = o.x % 7) c,
   (SELECT sum(id) FROM rs_heap r WHERE r.g = o.x % 5) s FROM rs_outer o) j;

@@ -76,6 +76,16 @@ struct ClientOptions {
   // address cache. Off by default (a client with a private cache and no reads of what it
   // writes gains nothing); PostgreSQL's clients turn it on.
   bool learn_commit_addresses = false;
+  // ReadSession::GetGroup keeps the entries of groups it read (up to this many bytes; 0:
+  // none) with their partition's group version, and serves a group again from them after
+  // one one-sided read of that version finds it unchanged (no request to the server).
+  size_t group_cache_bytes = size_t{64} << 20;
+  // Debug switch (tests): the kept entries of a group are served without reading the group
+  // version, so that a test can show that the version check is what keeps them current.
+  bool debug_trust_group_cache = false;
+  // Debug switch (tests, measurements): snapshot reads never close partitions to skip
+  // RAMP's round 2 (RoundTwo in read_path.cpp); every round 2 is fetched.
+  bool debug_no_round2_closes = false;
 };
 
 // One item of a multi-key read.
@@ -124,6 +134,11 @@ struct ClientStats {
   uint64_t commit_retries = 0;     // PUTs retried with a fresh timestamp
   uint64_t sleeps = 0;             // waits that slept in epoll
   uint64_t sleep_timeouts = 0;     // ... and woke by timeout rather than a doorbell
+  uint64_t round2_skipped = 0;     // round-2 items not fetched: partition closed at the snapshot
+  uint64_t partitions_closed = 0;  // partitions closed at a snapshot for round 2 (RoundTwo)
+  uint64_t group_reads = 0;        // ReadSession::GetGroup calls
+  uint64_t group_cache_hits = 0;   // ... served from kept entries (group version unchanged)
+  uint64_t shared_group_hits = 0;  // ... of which from the shared cache (SharedGroup)
 };
 
 class Client;

@@ -88,8 +88,12 @@ class ReadSession {
   Status ReadRows(std::span<const RowRequest> rows, RowReads how, std::vector<RowResult>* out);
   // A key of the caller's layout (a sequence, say), at the statement's snapshot or the latest.
   Status Get(KeyspaceId keyspace, std::string_view key, ReadResult* out, bool latest = false);
-  // Every live entry of a group on the servers (the caller overlays its own writes).
-  Status GetGroup(KeyspaceId keyspace, std::string_view group, std::vector<GroupEntry>* out);
+  // Every live entry of a group on the servers (the caller overlays its own writes), as a
+  // GET_GROUP would return them now. Unless `fresh`, entries read before may be served
+  // again after a one-sided read of their partition's group version found it unchanged
+  // (ClientOptions::group_cache_bytes); `fresh` always asks the server.
+  Status GetGroup(KeyspaceId keyspace, std::string_view group, std::vector<GroupEntry>* out,
+                  bool fresh = false);
 
   // The version last read of a row (kStatement/kSnapshot reads remember it). Bounded.
   void RememberVersion(KeyspaceId keyspace, uint64_t rowid, const Timestamp& ts);
@@ -99,6 +103,9 @@ class ReadSession {
   void Prefetch(KeyspaceId keyspace, uint64_t rowid, const Timestamp& ts, bool live,
                 std::string value);
   const PrefetchedRow* Prefetched(KeyspaceId keyspace, uint64_t rowid) const;
+  // Forgets a prefetched row its reader is done with (an index scan that moved to its next
+  // key): the table stays small, and its lookups cache-friendly, over a long nested loop.
+  void Unprefetch(KeyspaceId keyspace, uint64_t rowid);
 
   struct State;  // engine/src/client/read_session.cpp
 

@@ -144,6 +144,7 @@ struct alignas(kLine) SharedEntry {
   std::atomic<uint64_t> placement_epoch;
   std::atomic<uint64_t> offset;
   std::atomic<uint64_t> record_epoch;
+  std::atomic<uint64_t> extra;  // groups only (SharedGroup)
 };
 static_assert(sizeof(SharedHeader) == kLine && sizeof(SharedEntry) == kLine);
 static_assert(std::atomic<uint64_t>::is_always_lock_free,
@@ -246,6 +247,54 @@ class SharedAddressCache final : public AddressCache {
     }
   }
 
+  // A group's entry: its tag is drawn from a salted keyspace (no address has it), and the
+  // words hold node | flags | instance hash | epoch, version offset, version, suffix, and the
+  // entry's timestamp in record_epoch and extra.
+  bool LookupGroup(KeyspaceId keyspace, std::string_view group, SharedGroup* out) override {
+    const uint64_t h = HashKey(keyspace ^ kGroupSalt, group);
+    const uint64_t tag = h | 1;
+    SharedEntry* set = SetOf(h);
+    for (size_t w = 0; w < kWays; w++) {
+      SharedEntry& e = set[w];
+      const uint64_t s1 = e.seq.load(std::memory_order_acquire);
+      if ((s1 & 1) != 0 || e.tag.load(std::memory_order_relaxed) != tag) continue;
+      const uint64_t w0 = e.node_length.load(std::memory_order_relaxed);
+      SharedGroup g;
+      g.version_offset = e.instance.load(std::memory_order_relaxed);
+      g.version = e.placement_epoch.load(std::memory_order_relaxed);
+      g.suffix = e.offset.load(std::memory_order_relaxed);
+      g.ts_time = e.record_epoch.load(std::memory_order_relaxed);
+      g.ts_client = e.extra.load(std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (e.seq.load(std::memory_order_relaxed) != s1) continue;  // changed under us
+      if ((w0 >> 63) == 0) continue;                              // not a group's entry
+      g.has_entry = (w0 >> 62) & 1;
+      g.value_flag = (w0 >> 61) & 1;
+      g.node = static_cast<uint32_t>((w0 >> 46) & 0x7FFF);
+      g.instance_hash = static_cast<uint16_t>(w0 >> 30);
+      g.placement_epoch = static_cast<uint32_t>(w0 & 0x3FFFFFFF);
+      *out = g;
+      return true;
+    }
+    return false;
+  }
+
+  void StoreGroup(KeyspaceId keyspace, std::string_view group, const SharedGroup& g) override {
+    if (g.node > 0x7FFF) return;
+    const uint64_t h = HashKey(keyspace ^ kGroupSalt, group);
+    const uint64_t w0 = (uint64_t{1} << 63) | (uint64_t{g.has_entry} << 62) |
+                        (uint64_t{g.value_flag} << 61) | (uint64_t{g.node} << 46) |
+                        (uint64_t{g.instance_hash} << 30) | (g.placement_epoch & 0x3FFFFFFF);
+    Write(h, [&](SharedEntry& e) {
+      e.node_length.store(w0, std::memory_order_relaxed);
+      e.instance.store(g.version_offset, std::memory_order_relaxed);
+      e.placement_epoch.store(g.version, std::memory_order_relaxed);
+      e.offset.store(g.suffix, std::memory_order_relaxed);
+      e.record_epoch.store(g.ts_time, std::memory_order_relaxed);
+      e.extra.store(g.ts_client, std::memory_order_relaxed);
+    });
+  }
+
   void Count(uint64_t lookups, uint64_t found, uint64_t hits, uint64_t fallbacks) override {
     if (lookups != 0) header_->lookups.fetch_add(lookups, std::memory_order_relaxed);
     if (found != 0) header_->found.fetch_add(found, std::memory_order_relaxed);
@@ -266,7 +315,30 @@ class SharedAddressCache final : public AddressCache {
   }
 
  private:
+  static constexpr KeyspaceId kGroupSalt = 0x6772707300000000ull;  // "grps"
   SharedEntry* SetOf(uint64_t h) const { return entries_ + (h & (header_->sets - 1)) * kWays; }
+
+  // Store's placement of an entry (its own, an empty one, else a victim), with `fill` writing
+  // the data words under the entry's sequence counter.
+  template <typename Fill>
+  void Write(uint64_t h, Fill fill) {
+    const uint64_t tag = h | 1;
+    SharedEntry* set = SetOf(h);
+    SharedEntry* target = nullptr;
+    for (size_t w = 0; w < kWays && target == nullptr; w++) {
+      if (set[w].tag.load(std::memory_order_relaxed) == tag) target = &set[w];
+    }
+    for (size_t w = 0; w < kWays && target == nullptr; w++) {
+      if (set[w].tag.load(std::memory_order_relaxed) == 0) target = &set[w];
+    }
+    const uint64_t n = header_->stores.fetch_add(1, std::memory_order_relaxed);
+    if (target == nullptr) target = &set[(n ^ (h >> 32)) % kWays];
+    uint64_t s = 0;
+    if (!BeginWrite(*target, &s)) return;  // another process is writing it: skip, a hint
+    target->tag.store(tag, std::memory_order_relaxed);
+    fill(*target);
+    target->seq.store(s + 2, std::memory_order_release);
+  }
 
   // Makes the entry's counter odd (this process now owns it) unless another writer does.
   static bool BeginWrite(SharedEntry& e, uint64_t* s) {

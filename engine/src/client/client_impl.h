@@ -70,6 +70,29 @@ struct PendingCall {
 
 // A PUT of Client::WriteAhead in flight (write_path.cpp): its PREPAREs sent (prepares not
 // empty), then its COMMITs (commits not empty).
+// Entries of a group kept by ReadSession::GetGroup (read_session.cpp) with the group version
+// of their partition (protocol::GetGroupReply) and where that version is.
+struct KeptGroup {
+  PartitionId part;
+  uint32_t node = 0;
+  uint64_t instance = 0;
+  uint64_t placement_epoch = 0;
+  uint64_t version_offset = 0;
+  uint64_t version = 0;
+  size_t bytes = 0;
+  std::vector<GroupEntry> entries;
+};
+
+// A partition closed at a snapshot (read_path.cpp, RoundTwo): its owner refuses PREPAREs at
+// or below `at` and had none undecided when it said so, under this placement and instance.
+struct ClosedPartition {
+  Timestamp at;     // closed at this snapshot (zero: never)
+  Timestamp tried;  // the last snapshot a close was asked for
+  uint32_t owner = 0;
+  uint64_t epoch = 0;
+  uint64_t instance = 0;
+};
+
 struct WriteAheadPut {
   Timestamp ts;
   KeyspaceId keyspace = 0;
@@ -122,7 +145,12 @@ struct Client::Impl final : ChannelContext, ClusterView {
   std::deque<WriteAheadPut> write_ahead;
   uint64_t write_ahead_items = 0;
   ClientStats stats;
-  DoorbellSet doorbells;  // every channel's connection (~Impl closes the channels first)
+  std::unordered_map<PartitionId, ClosedPartition, PartitionIdHash> closed_partitions;
+  // ReadSession::GetGroup's kept groups, by AddressKey(keyspace, group), and their bytes.
+  std::unordered_map<std::string, KeptGroup> kept_groups;
+  size_t kept_group_bytes = 0;
+  uint64_t group_version_word = 0;  // the one-sided read's buffer
+  DoorbellSet doorbells;            // every channel's connection (~Impl closes the channels first)
   // Kept between scans (scanner.cpp); released first in ~Impl (the reader uses the memory
   // and the cluster view of this client).
   std::unique_ptr<ScanSpares, ScanSparesDeleter> scan_spares;

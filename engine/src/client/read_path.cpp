@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "client/transaction_state.h"
+#include "protocol/page_messages.h"
 #include "ramp/log.h"
 
 namespace ramp {
@@ -366,9 +367,108 @@ void ComputeNeeds(const std::vector<ReadSlot>& slots, std::vector<Need>* needs) 
   }
 }
 
+// The server instance behind a node's fast channel (0: not connected).
+uint64_t InstanceOf(Client::Impl& c, uint32_t node) {
+  NodeChannel* ch = nullptr;
+  if (node >= c.nodes.size() || !c.Connected(node, ChannelKind::kFast, &ch).ok()) return 0;
+  return ch->hello().instance;
+}
+
+// Whether round 1's read of `part` at `snapshot` is final: the partition was closed at that
+// snapshot or a later one (every transaction at or below it decided there, none can prepare
+// there any more) before this read began, under the placement and server instance it still
+// has. Round 1 then returned the newest committed version at or below the snapshot, which
+// no transaction at or below it can change: any version a sibling requires at or below the
+// snapshot is that one or older.
+bool ClosedAt(Client::Impl& c, const PartitionId& part, const Timestamp& snapshot) {
+  auto it = c.closed_partitions.find(part);
+  if (it == c.closed_partitions.end() || it->second.at.zero() || it->second.at < snapshot) {
+    return false;
+  }
+  const auto pl = c.placements.find(part);
+  return pl != c.placements.end() && pl->second.owner == it->second.owner &&
+         pl->second.epoch == it->second.epoch &&
+         InstanceOf(c, it->second.owner) == it->second.instance;
+}
+
+// Closes partitions at `snapshot` as a scan does (SCAN_OPEN: the owner raises its watermark
+// to the snapshot and says how many transactions at or below it are still prepared there),
+// so that later reads of the statement need no round 2 there. Sent before round 2's GETs and
+// taken after them: no wait of its own. Best effort: a partition that moved, a failed
+// request, or one with undecided transactions stays open.
+struct Closing {
+  std::vector<uint64_t> ids;
+  std::vector<std::vector<PartitionId>> parts;
+  std::vector<uint32_t> nodes;
+};
+
+void SendCloses(Client::Impl& c, const std::vector<PartitionId>& parts, const Timestamp& snapshot,
+                Closing* out) {
+  std::map<uint32_t, std::vector<PartitionId>> by_node;
+  for (const PartitionId& p : parts) {
+    if (c.placements.count(p) == 0) continue;
+    by_node[c.OwnerOf(p)].push_back(p);
+  }
+  for (auto& [node, ps] : by_node) {
+    protocol::ScanOpenRequest req;
+    req.snapshot = snapshot;
+    req.partitions = ps;
+    std::string body;
+    protocol::Encode(req, &body);
+    uint64_t id = 0;
+    if (!c.Call(node, c.ReadChannel(), Op::kScanOpen, static_cast<uint32_t>(ps.size()), body, &id)
+             .ok()) {
+      continue;
+    }
+    out->ids.push_back(id);
+    out->parts.push_back(std::move(ps));
+    out->nodes.push_back(node);
+  }
+}
+
+void TakeCloses(Client::Impl& c, Closing& closing, const Timestamp& snapshot) {
+  if (closing.ids.empty()) return;
+  if (!c.Wait(closing.ids).ok()) return;  // Wait forgot the calls
+  for (size_t n = 0; n < closing.ids.size(); n++) {
+    PendingCall reply;
+    protocol::ScanOpenReply r;
+    if (!c.TakeReply(closing.ids[n], &reply).ok() ||
+        !protocol::Decode(reply.body(), reply.header.count, &r).ok() ||
+        r.partitions.size() != closing.parts[n].size()) {
+      continue;
+    }
+    const uint64_t instance = InstanceOf(c, closing.nodes[n]);
+    for (size_t k = 0; k < r.partitions.size(); k++) {
+      const PartitionId& p = closing.parts[n][k];
+      const auto pl = c.placements.find(p);
+      if (r.partitions[k].pending != 0 || pl == c.placements.end() ||
+          pl->second.owner != closing.nodes[n] || instance == 0) {
+        continue;
+      }
+      ClosedPartition& cp = c.closed_partitions[p];
+      if (!cp.at.zero() && snapshot < cp.at && cp.owner == closing.nodes[n] &&
+          cp.epoch == pl->second.epoch && cp.instance == instance) {
+        continue;  // closed at a later snapshot already
+      }
+      cp.at = snapshot;
+      cp.owner = closing.nodes[n];
+      cp.epoch = pl->second.epoch;
+      cp.instance = instance;
+      c.stats.partitions_closed++;
+    }
+  }
+}
+
 // Round 2: fetch by timestamp where round 1 returned an older version than some sibling
 // says the key must have. Returns Aborted when the whole read must be retried.
-Status RoundTwo(Client::Impl& c, std::vector<ReadSlot>& slots) {
+//
+// At a snapshot, a key of a partition closed at it (ClosedAt) needs no round 2 for versions
+// at or below the snapshot. A bulk write names partitions, not keys, so a multi-key read of
+// bulk-loaded rows would otherwise fetch by timestamp every row an older load transaction
+// wrote in a partition a newer one touched (to find that the newer one did not write it):
+// such a read closes the partitions it met (SendCloses), and the statement's later reads
+// there skip round 2.
+Status RoundTwo(Client::Impl& c, std::vector<ReadSlot>& slots, const Timestamp& snapshot) {
   // One key: its own metadata names only itself (at the version read), so only what the
   // caller requires can be newer than round 1 (ComputeNeeds would find the same).
   if (slots.size() == 1 && (slots[0].required.zero() || !(slots[0].ts < slots[0].required))) {
@@ -378,13 +478,34 @@ Status RoundTwo(Client::Impl& c, std::vector<ReadSlot>& slots) {
   ComputeNeeds(slots, &needs);
   std::vector<size_t> todo;
   std::vector<Timestamp> at;
+  std::vector<PartitionId> to_close;
+  std::unordered_map<PartitionId, bool, PartitionIdHash> closed;  // ClosedAt, per partition
   for (size_t i = 0; i < slots.size(); i++) {
-    if (!needs[i].ts.zero() && slots[i].ts < needs[i].ts) {
-      todo.push_back(i);
-      at.push_back(needs[i].ts);
+    if (needs[i].ts.zero() || !(slots[i].ts < needs[i].ts)) continue;
+    if (!snapshot.zero() && needs[i].ts <= snapshot && !c.options.debug_no_round2_closes) {
+      auto [it, fresh] = closed.try_emplace(slots[i].part, false);
+      if (fresh) {
+        it->second = ClosedAt(c, slots[i].part, snapshot);
+        ClosedPartition& cp = c.closed_partitions[slots[i].part];
+        if (!it->second && !needs[i].exact && cp.tried < snapshot) {
+          cp.tried = snapshot;
+          to_close.push_back(slots[i].part);
+        }
+      }
+      if (it->second) {
+        c.stats.round2_skipped++;
+        continue;
+      }
     }
+    todo.push_back(i);
+    at.push_back(needs[i].ts);
   }
-  if (todo.empty()) return Status::OK();
+  Closing closing;
+  if (!to_close.empty()) SendCloses(c, to_close, snapshot, &closing);
+  if (todo.empty()) {
+    TakeCloses(c, closing, snapshot);
+    return Status::OK();
+  }
   c.stats.round2_reads += todo.size();
   // Round-2 replies overwrite the slots; keep round 1 for keys a bulk transaction turns
   // out not to have written.
@@ -392,7 +513,9 @@ Status RoundTwo(Client::Impl& c, std::vector<ReadSlot>& slots) {
   round1.reserve(todo.size());
   for (size_t i : todo) round1.push_back(slots[i]);
   std::vector<ItemStatus> statuses;
-  RAMP_RETURN_IF_ERROR(GetByRequest(c, slots, todo, at, false, false, &statuses));
+  Status got = GetByRequest(c, slots, todo, at, false, false, &statuses);
+  TakeCloses(c, closing, snapshot);
+  RAMP_RETURN_IF_ERROR(got);
   // Items whose partition moved meanwhile are asked again at the new owner.
   for (int attempt = 1; attempt < kMaxMoves; attempt++) {
     std::vector<size_t> moved;
@@ -521,7 +644,7 @@ Status RampRead(Client::Impl& c, std::vector<ReadSlot>& slots, const Timestamp& 
     RAMP_RETURN_IF_ERROR(RoundOne(c, slots, snapshot));
     if (c.one_sided_unreported >= Client::Impl::kLoadReportEvery) c.ReportLoad();
     if (c.options.disable_round2) return Status::OK();
-    Status st = RoundTwo(c, slots);
+    Status st = RoundTwo(c, slots, snapshot);
     if (!st.Is(Status::Code::kAborted)) return st;
     c.stats.read_retries++;
     if (attempt + 1 >= kMaxReadRetries) {

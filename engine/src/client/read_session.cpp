@@ -2,6 +2,7 @@
 // every client entry point shares (ReadSlots, ReadGroup).
 #include "ramp/read_session.h"
 
+#include <cstring>
 #include <deque>
 #include <unordered_map>
 #include <unordered_set>
@@ -18,24 +19,177 @@ Status ReadSlots(Client::Impl& c, S2plLocks& locks, std::vector<ReadSlot>& slots
                                                : RampRead(c, slots, snapshot);
 }
 
-Status ReadGroup(Client::Impl& c, KeyspaceId keyspace, std::string_view group,
-                 std::vector<GroupEntry>* out) {
+namespace {
+
+// Whether the group version at `offset` of `node`'s arena still holds `expected`: one 8-byte
+// one-sided read (false when it cannot be read: no fast channel, a failed read).
+bool GroupVersionIs(Client::Impl& c, uint32_t node, uint64_t offset, uint64_t expected) {
+  NodeChannel* ch = nullptr;
+  if (!c.Connected(node, ChannelKind::kFast, &ch).ok()) return false;
+  // As RampReadOneSided: a completion that comes after this read gave up (a timeout) must
+  // not touch a later one.
+  const uint64_t seq = ++c.one_sided_seq;
+  c.one_sided_done = false;
+  c.group_version_word = 0;
+  Client::Impl* cp = &c;
+  if (!ch->conn()
+           ->PostRead(&c.group_version_word, ch->hello().arena, offset, sizeof(uint64_t),
+                      [cp, seq](const Status& st) {
+                        if (cp->one_sided_seq != seq) return;
+                        cp->one_sided_done = true;
+                        cp->one_sided_status = st;
+                      })
+           .ok()) {
+    return false;
+  }
+  c.stats.one_sided_reads++;
+  const Status waited = c.WaitOneSided(std::span<const uint32_t>(&node, 1));
+  return waited.ok() && c.one_sided_done && c.one_sided_status.ok() &&
+         c.group_version_word == expected;
+}
+
+uint64_t InstanceOf(Client::Impl& c, uint32_t node) {
+  NodeChannel* ch = nullptr;
+  if (node >= c.nodes.size() || !c.Connected(node, ChannelKind::kFast, &ch).ok()) return 0;
+  return ch->hello().instance;
+}
+
+// The kept entries of a group, if its partition's group version still has the value they
+// were read with: one 8-byte one-sided read of the owner's arena. A GET_GROUP at the moment
+// of that read would return these entries (the server bumps the version before any of them
+// changes), so what the caller gets is what the request would have got. false: read by
+// request (nothing kept, another placement or server instance, a changed version, a read
+// that failed). Kept privately first, else (a group of at most one entry) in the shared
+// cache (SharedGroup), which another process may have filled.
+bool ServeKept(Client::Impl& c, const std::string& cache_key, KeyspaceId keyspace,
+               std::string_view group, const PartitionId& part, std::vector<GroupEntry>* out) {
+  if (auto it = c.kept_groups.find(cache_key); it != c.kept_groups.end()) {
+    const KeptGroup& k = it->second;
+    bool current = c.options.debug_trust_group_cache;
+    if (!current) {
+      const auto pl = c.placements.find(k.part);
+      current = pl != c.placements.end() && pl->second.owner == k.node &&
+                pl->second.epoch == k.placement_epoch && InstanceOf(c, k.node) == k.instance &&
+                GroupVersionIs(c, k.node, k.version_offset, k.version);
+    }
+    if (current) {
+      *out = it->second.entries;
+      c.stats.group_cache_hits++;
+      return true;
+    }
+    c.kept_group_bytes -= it->second.bytes;
+    c.kept_groups.erase(it);
+  }
+  SharedGroup g;
+  if (!c.addresses->LookupGroup(keyspace, group, &g)) return false;
+  if (c.placements.count(part) == 0) {
+    // The placement is learnt once per partition (the request path would ask it too).
+    const PartitionId parts[1] = {part};
+    if (!c.ResolveOwners(parts).ok()) return false;
+  }
+  const auto pl = c.placements.find(part);
+  const bool current = c.options.debug_trust_group_cache ||
+                       (pl != c.placements.end() && pl->second.owner == g.node &&
+                        (pl->second.epoch & 0x3FFFFFFF) == g.placement_epoch &&
+                        static_cast<uint16_t>(InstanceOf(c, g.node)) == g.instance_hash &&
+                        GroupVersionIs(c, g.node, g.version_offset, g.version));
+  if (!current) return false;
   out->clear();
+  if (g.has_entry) {
+    GroupEntry& e = out->emplace_back();
+    e.suffix.resize(sizeof(g.suffix));
+    std::memcpy(e.suffix.data(), &g.suffix, sizeof(g.suffix));
+    e.ts = Timestamp{g.ts_time, g.ts_client};
+    if (g.value_flag) e.value.assign(1, '\x01');
+  }
+  c.stats.group_cache_hits++;
+  c.stats.shared_group_hits++;
+  return true;
+}
+
+void Keep(Client::Impl& c, std::string cache_key, const PartitionId& part, uint32_t node,
+          const protocol::GetGroupReply& gr, const std::vector<GroupEntry>& entries) {
+  NodeChannel* ch = nullptr;
+  if (gr.version == 0 || c.options.group_cache_bytes == 0 ||
+      c.options.read_path != ReadPath::kGetStar ||
+      !c.Connected(node, ChannelKind::kFast, &ch).ok()) {
+    return;
+  }
+  KeptGroup k;
+  k.part = part;
+  k.node = node;
+  k.instance = ch->hello().instance;
+  k.placement_epoch = c.EpochOf(part);
+  k.version_offset = gr.version_offset;
+  k.version = gr.version;
+  k.bytes = sizeof(KeptGroup) + 2 * cache_key.size() + 64;
+  for (const GroupEntry& e : entries) {
+    k.bytes += sizeof(GroupEntry) + e.suffix.size() + e.value.size();
+    for (const auto& sib : e.siblings) k.bytes += sizeof(sib) + sib.first.size();
+  }
+  // A group of at most one entry that names no siblings goes to the shared cache too.
+  if (entries.size() <= 1) {
+    const GroupEntry* e = entries.empty() ? nullptr : &entries[0];
+    if (e == nullptr || (e->siblings.empty() && e->suffix.size() == sizeof(uint64_t) &&
+                         (e->value.empty() || e->value == std::string_view("\x01", 1)))) {
+      SharedGroup g;
+      g.node = node;
+      g.instance_hash = static_cast<uint16_t>(k.instance);
+      g.placement_epoch = static_cast<uint32_t>(k.placement_epoch & 0x3FFFFFFF);
+      g.version_offset = k.version_offset;
+      g.version = k.version;
+      if (e != nullptr) {
+        g.has_entry = true;
+        g.value_flag = !e->value.empty();
+        std::memcpy(&g.suffix, e->suffix.data(), sizeof(g.suffix));
+        g.ts_time = e->ts.time;
+        g.ts_client = e->ts.client;
+      }
+      c.addresses->StoreGroup(part.keyspace, cache_key.substr(sizeof(KeyspaceId)), g);
+    }
+  }
+  if (k.bytes > c.options.group_cache_bytes / 4) return;
+  // Full: drop kept groups (the first ones in the table's order: unrelated to their use).
+  while (c.kept_group_bytes + k.bytes > c.options.group_cache_bytes && !c.kept_groups.empty()) {
+    c.kept_group_bytes -= c.kept_groups.begin()->second.bytes;
+    c.kept_groups.erase(c.kept_groups.begin());
+  }
+  k.entries = entries;
+  auto [it, inserted] = c.kept_groups.try_emplace(std::move(cache_key));
+  if (!inserted) c.kept_group_bytes -= it->second.bytes;
+  c.kept_group_bytes += k.bytes;
+  it->second = std::move(k);
+}
+
+}  // namespace
+
+Status ReadGroup(Client::Impl& c, KeyspaceId keyspace, std::string_view group,
+                 std::vector<GroupEntry>* out, bool keep) {
+  out->clear();
+  c.stats.group_reads++;
+  keep = keep && c.options.group_cache_bytes != 0;
   uint32_t buckets = c.default_buckets;
   if (auto def = c.keyspaces.find(keyspace); def != c.keyspaces.end())
     buckets = def->second.buckets;
   const PartitionId part{keyspace, BucketOf(group, buckets)};
+  std::string cache_key;
+  if (keep) {
+    cache_key = AddressKey(keyspace, group);
+    if (ServeKept(c, cache_key, keyspace, group, part, out)) return Status::OK();
+  }
   protocol::GetGroupRequest req{part, group};
   std::string body;
   protocol::Encode(req, &body);
   protocol::GetGroupReply gr;
   PendingCall reply;
+  uint32_t owner = 0;
   for (int attempt = 0;; attempt++) {
     c.MoveBackoff(attempt);
     const PartitionId parts[1] = {part};
     RAMP_RETURN_IF_ERROR(c.ResolveOwners(parts));
+    owner = c.OwnerOf(part);
     RAMP_RETURN_IF_ERROR(
-        c.CallAndWait(c.OwnerOf(part), c.ReadChannel(), protocol::Op::kGetGroup, 0, body, &reply));
+        c.CallAndWait(owner, c.ReadChannel(), protocol::Op::kGetGroup, 0, body, &reply));
     RAMP_RETURN_IF_ERROR(protocol::Decode(reply.body(), reply.header.count, &gr));
     if (gr.status != protocol::ItemStatus::kMoved) break;
     c.NoteMoved(part, gr.owner, gr.epoch);
@@ -55,6 +209,7 @@ Status ReadGroup(Client::Impl& c, KeyspaceId keyspace, std::string_view group,
     }
     out->push_back(std::move(ge));
   }
+  if (keep) Keep(c, std::move(cache_key), part, owner, gr, *out);
   return Status::OK();
 }
 
@@ -312,8 +467,8 @@ Status ReadSession::Get(KeyspaceId keyspace, std::string_view key, ReadResult* o
 }
 
 Status ReadSession::GetGroup(KeyspaceId keyspace, std::string_view group,
-                             std::vector<GroupEntry>* out) {
-  return ReadGroup(*client_->impl(), keyspace, group, out);
+                             std::vector<GroupEntry>* out, bool fresh) {
+  return ReadGroup(*client_->impl(), keyspace, group, out, /*keep=*/!fresh);
 }
 
 void ReadSession::RememberVersion(KeyspaceId keyspace, uint64_t rowid, const Timestamp& ts) {
@@ -347,6 +502,15 @@ void ReadSession::Prefetch(KeyspaceId keyspace, uint64_t rowid, const Timestamp&
   }
   s.prefetched_bytes += bytes;
   s.prefetched[RowRef{keyspace, rowid}] = PrefetchedRow{ts, live, std::move(value)};
+}
+
+void ReadSession::Unprefetch(KeyspaceId keyspace, uint64_t rowid) {
+  State& s = *state_;
+  auto it = s.prefetched.find(RowRef{keyspace, rowid});
+  if (it == s.prefetched.end()) return;
+  const size_t bytes = it->second.value.size() + 64;
+  s.prefetched_bytes -= std::min(bytes, s.prefetched_bytes);
+  s.prefetched.erase(it);
 }
 
 const PrefetchedRow* ReadSession::Prefetched(KeyspaceId keyspace, uint64_t rowid) const {

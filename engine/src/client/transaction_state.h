@@ -93,9 +93,12 @@ Status RampReadOneSided(Client::Impl& c, KeyspaceId keyspace, std::string_view k
 // A read of slots by the client's protocol (RAMP-Fast at `snapshot`, or strict 2PL).
 Status ReadSlots(Client::Impl& c, S2plLocks& locks, std::vector<ReadSlot>& slots,
                  const Timestamp& snapshot);
-// Every live entry of a group as the servers have it (no buffered writes).
+// Every live entry of a group as the servers have it (no buffered writes). keep: the
+// entries are kept with their partition's group version (ClientOptions::group_cache_bytes)
+// and served again, as GET_GROUP would serve them at that moment, while a one-sided read
+// of the version finds it unchanged.
 Status ReadGroup(Client::Impl& c, KeyspaceId keyspace, std::string_view group,
-                 std::vector<GroupEntry>* out);
+                 std::vector<GroupEntry>* out, bool keep = false);
 // Sends a batch as one PUT (commit.cpp): defines its row keyspaces, checks the batch limit,
 // encodes row keys and commits by the client's protocol. The batch is left as it was.
 Status CommitBatch(Client::Impl& c, const WriteBatch& batch, S2plLocks& locks,

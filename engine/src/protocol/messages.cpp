@@ -334,6 +334,8 @@ void Encode(const GetGroupReply& m, std::string* out) {
   w.PutU8(static_cast<uint8_t>(m.status));
   w.PutU32(m.owner);
   w.PutU64(m.epoch);
+  w.PutU64(m.version_offset);
+  w.PutU64(m.version);
   for (const auto& e : m.entries) {
     PutView(w, e.key);
     PutTs(w, e.ts);
@@ -344,7 +346,8 @@ void Encode(const GetGroupReply& m, std::string* out) {
 
 Status Decode(std::string_view body, uint32_t count, GetGroupReply* out) {
   ByteReader r(body);
-  if (!GetItemStatus(r, &out->status) || !r.GetU32(&out->owner) || !r.GetU64(&out->epoch)) {
+  if (!GetItemStatus(r, &out->status) || !r.GetU32(&out->owner) || !r.GetU64(&out->epoch) ||
+      !r.GetU64(&out->version_offset) || !r.GetU64(&out->version)) {
     return Truncated("GET_GROUP reply");
   }
   RAMP_RETURN_IF_ERROR(CheckCount(count, r.remaining(), 12 + kTsBytes, "GET_GROUP reply"));

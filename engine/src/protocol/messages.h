@@ -172,6 +172,11 @@ struct GetGroupReply {
   ItemStatus status = ItemStatus::kOk;  // kOk or kMoved
   uint32_t owner = 0;
   uint64_t epoch = 0;
+  // The partition's group version (store::GroupVersion): an 8-byte word of the server's
+  // arena a client may read one-sided; while it holds `version`, GET_GROUP of any group of
+  // the partition returns what it returned with it. version 0: none (do not keep).
+  uint64_t version_offset = 0;
+  uint64_t version = 0;
   std::vector<GroupEntryWire> entries;
 };
 void Encode(const GetGroupRequest& m, std::string* out);

@@ -229,7 +229,10 @@ Status RequestHandler::OnGetGroup(const Header& h, std::string_view body, std::s
     r.owner = hint;
     r.epoch = epoch;
   } else {
-    ctx_->store->GetGroup(req.part, req.group, &group_);
+    store::GroupVersion version;
+    ctx_->store->GetGroup(req.part, req.group, &group_, &version);
+    r.version_offset = version.offset;
+    r.version = version.value;
     r.entries.reserve(group_.size());
     for (const store::GroupEntry& e : group_) r.entries.push_back(ToWire(e));
   }

@@ -314,9 +314,10 @@ void Store::Get(const ReadItem& item, uint8_t flags, ReadResult* out) {
 }
 
 void Store::GetGroup(const PartitionId& partition, std::string_view group,
-                     std::vector<GroupEntry>* out) const {
+                     std::vector<GroupEntry>* out, GroupVersion* version) const {
   out->clear();
-  if (std::shared_ptr<Partition> p = impl_->Find(partition)) p->GetGroup(group, out);
+  if (version != nullptr) *version = GroupVersion();
+  if (std::shared_ptr<Partition> p = impl_->Find(partition)) p->GetGroup(group, out, version);
 }
 
 Status Store::WriteCommitted(const PartitionId& part, std::string_view key, std::string_view value,

@@ -132,8 +132,9 @@ class Store {
   // GET_GROUP: the latest committed, non-deleted version of every grouped key of `group`
   // (keys prepared with kWriteGrouped, laid out as EncodeGroupKey: u16 big-endian group
   // length, group, suffix) in the partition, in key order. Views as for Get.
-  void GetGroup(const PartitionId& partition, std::string_view group,
-                std::vector<GroupEntry>* out) const;
+  // version (optional): the partition's group version with these entries (GroupVersion).
+  void GetGroup(const PartitionId& partition, std::string_view group, std::vector<GroupEntry>* out,
+                GroupVersion* version = nullptr) const;
 
   // ---- strict 2PL baseline -------------------------------------------------------------
   // Installs a committed version directly (the caller holds the write lock). grouped: the

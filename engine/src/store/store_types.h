@@ -85,6 +85,17 @@ struct GroupEntry {
   std::string_view metadata;
 };
 
+// Where a one-sided reader finds a partition's group version, and its value when a GetGroup
+// read the entries: while the word still holds that value, GetGroup would return the same
+// entries for every group of the partition. The word is bumped before anything GetGroup
+// returns changes and is zero once the partition no longer serves; words are never reused.
+// Value: generation (high 24 bits, never zero, new when the partition serves again or its
+// epoch changes) and a counter (low 40 bits).
+struct GroupVersion {
+  uint64_t offset = 0;  // in the arena
+  uint64_t value = 0;   // 0: no version (a reader must not keep the entries)
+};
+
 // ---- transactions and administration -------------------------------------------------
 // What a partition knows of a transaction (termination protocol).
 enum class TxnState : uint8_t {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -483,6 +484,80 @@ TEST_F(RampStoreTest, GetGroupReturnsTheLiveEntriesOfOneGroup) {
   EXPECT_TRUE(entries.empty());
   store_->GetGroup(Part(9), "red", &entries);
   EXPECT_TRUE(entries.empty());
+}
+
+// The group version a GetGroup hands out (a client keeps the entries while the word at its
+// offset still holds the value): changed by every commit in the partition, not by a PREPARE
+// or an ABORT, zero once the partition stops serving, a new generation when it serves again.
+TEST_F(RampStoreTest, GroupVersionChangesBeforeWhatGetGroupReturns) {
+  auto group_key = [](std::string_view group, std::string_view suffix) {
+    std::string k;
+    k.push_back(static_cast<char>(group.size() >> 8));
+    k.push_back(static_cast<char>(group.size()));
+    k.append(group);
+    k.append(suffix);
+    return k;
+  };
+  auto word = [&](const GroupVersion& v) {
+    uint64_t w = 0;
+    std::memcpy(&w, store_->arena_base() + v.offset, sizeof(w));
+    return w;
+  };
+  const uint8_t kGrouped = kWriteGrouped;
+  std::vector<GroupEntry> entries;
+  GroupVersion none;
+  store_->GetGroup(Part(), "red", &entries, &none);
+  EXPECT_EQ(none.value, 0u);  // no partition yet: nothing to keep
+
+  Put(Ts(10), group_key("red", "1"), "r1", Part(), kGrouped);
+  GroupVersion v1;
+  store_->GetGroup(Part(), "red", &entries, &v1);
+  ASSERT_EQ(entries.size(), 1u);
+  ASSERT_NE(v1.value, 0u);
+  EXPECT_EQ(word(v1), v1.value);
+  GroupVersion again;
+  store_->GetGroup(Part(), "blue", &entries, &again);  // another group: the same word
+  EXPECT_EQ(again.offset, v1.offset);
+  EXPECT_EQ(again.value, v1.value);
+
+  // Prepared and aborted: GetGroup returns the same entries, the version stays.
+  ASSERT_TRUE(Prepare(Ts(11), Part(), group_key("red", "2"), "r2", {}, kGrouped).ok());
+  ASSERT_TRUE(Abort(Ts(11)).ok());
+  EXPECT_EQ(word(v1), v1.value);
+  // A commit of another group of the partition changes it too.
+  Put(Ts(12), group_key("blue", "1"), "b1", Part(), kGrouped);
+  const uint64_t after_blue = word(v1);
+  EXPECT_NE(after_blue, v1.value);
+  GroupVersion v2;
+  store_->GetGroup(Part(), "red", &entries, &v2);
+  EXPECT_EQ(v2.value, after_blue);
+  // A deletion (tombstone) too, and a committed write of the 2PL baseline.
+  Put(Ts(13), group_key("red", "1"), "", Part(), kGrouped | kWriteTombstone);
+  EXPECT_NE(word(v2), v2.value);
+  store_->GetGroup(Part(), "red", &entries, &v2);
+  EXPECT_TRUE(entries.empty());
+  ASSERT_TRUE(
+      store_->WriteCommitted(Part(), group_key("red", "9"), "r9", false, Ts(14), true).ok());
+  EXPECT_NE(word(v2), v2.value);
+  store_->GetGroup(Part(), "red", &entries, &v2);
+  EXPECT_EQ(entries.size(), 1u);
+
+  // Released to another server: zero, and no version handed out; serving again: a value
+  // the word never had before.
+  ASSERT_TRUE(store_->SetServing(Part(), false).ok());
+  EXPECT_EQ(word(v2), 0u);
+  GroupVersion off;
+  store_->GetGroup(Part(), "red", &entries, &off);
+  EXPECT_EQ(off.value, 0u);
+  ASSERT_TRUE(store_->SetServing(Part(), true).ok());
+  GroupVersion back;
+  store_->GetGroup(Part(), "red", &entries, &back);
+  EXPECT_NE(back.value, 0u);
+  EXPECT_NE(back.value, v2.value);
+  EXPECT_NE(back.value, v1.value);
+  EXPECT_EQ(word(back), back.value);
+  store_->DropPartition(Part());
+  EXPECT_EQ(word(back), 0u);
 }
 
 TEST_F(RampStoreTest, PartitionsAreCreatedOnDemandAndReported) {

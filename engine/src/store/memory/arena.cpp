@@ -1,6 +1,7 @@
 #include "store/memory/arena.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 namespace ramp::store {
@@ -62,6 +63,23 @@ Status Arena::Allocate(uint32_t pages, Use use, uint32_t* frame) {
                         " pages are waiting out the GC grace, retry");
   }
   return Status::NoSpace(exhausted);
+}
+
+Status Arena::AllocateWord(uint64_t** out) {
+  std::lock_guard lock(mu_);
+  constexpr size_t kWordsPerFrame = record::kPageBytes / sizeof(uint64_t);
+  if (words_frame_ == nullptr || words_used_ >= kWordsPerFrame) {
+    ReleaseRetiredLocked(now_ms_());
+    uint32_t frame = 0;
+    if (free_frames_ < reserve_ + 1 || !TakeLocked(1, &frame)) {
+      return Status::NoSpace("no arena page for group versions");
+    }
+    words_frame_ = frame_data(frame);
+    std::memset(words_frame_, 0, record::kPageBytes);
+    words_used_ = 0;
+  }
+  *out = reinterpret_cast<uint64_t*>(words_frame_) + words_used_++;
+  return Status::OK();
 }
 
 void Arena::Retire(uint32_t frame, uint32_t pages) {

@@ -41,6 +41,10 @@ class Arena {
   void Retire(uint32_t frame, uint32_t pages);
   // Frees retired frames whose grace has passed (Allocate does it too when it must).
   void ReleaseRetired();
+  // An 8-byte word of the arena (zeroed) that peers may read one-sided: a partition's
+  // group version (Partition::GetGroup). Words are never given back (a peer may hold the
+  // address for as long as it likes); they are cut from frames taken for them.
+  Status AllocateWord(uint64_t** out);
 
   uint8_t* frame_data(uint32_t frame) const { return base_ + size_t{frame} * record::kPageBytes; }
   uint64_t offset_of(const uint8_t* p) const { return static_cast<uint64_t>(p - base_); }
@@ -84,6 +88,9 @@ class Arena {
   // In retirement order; the clock is monotonic, so also in free_at order.
   std::deque<Retired> retired_;
   uint64_t retired_frames_ = 0;
+  // AllocateWord's current frame and the words of it handed out.
+  uint8_t* words_frame_ = nullptr;
+  size_t words_used_ = 0;
 };
 
 }  // namespace ramp::store

@@ -30,7 +30,12 @@ Status SiblingsOf(const PartitionId& self, std::string_view metadata,
 
 Partition::Partition(const PartitionId& id, Arena* arena, const StoreOptions& options,
                      LogSink* sink)
-    : id_(id), options_(options), sink_(sink), hotness_(options.now_ms()), log_(arena, id) {
+    : id_(id),
+      options_(options),
+      sink_(sink),
+      hotness_(options.now_ms()),
+      log_(arena, id),
+      arena_(arena) {
   if (!options.page_dir.empty()) {
     Env* env = options.env != nullptr ? options.env : PosixEnv();
     Status st = PageFile::Create(env, options.page_dir, id, options.page_direct_io, &page_file_);
@@ -126,6 +131,7 @@ Status Partition::Commit(const Timestamp& ts, std::vector<CommittedRecord>* addr
     return Status::OK();  // committed already, or never prepared here
   }
   RAMP_RETURN_IF_ERROR(AppendMark(record::kKindCommitMark, ts, SegmentsOf(*txn, ts)));
+  BumpGroupVersion();
   for (const std::string& key : txn->keys) {
     KeySlot* slot = FindKey(KeyHash(key), key);
     if (slot == nullptr) continue;
@@ -182,6 +188,7 @@ Status Partition::WriteCommitted(std::string_view key, std::string_view value, b
   log_.SegmentStart(LocPage(loc), &first);
   std::memcpy(segments.data(), &first, 4);
   RAMP_RETURN_IF_ERROR(AppendMark(record::kKindCommitMark, ts, segments));
+  BumpGroupVersion();
   CommitVersion(AddPrepared(key, hash, grouped, slot, ts, loc), ts);
   return Status::OK();
 }
@@ -346,6 +353,31 @@ KeySlot* Partition::AddPrepared(std::string_view key, uint64_t hash, bool groupe
   ++versions_;
   RefreshValidBit(slot);
   return slot;
+}
+
+void Partition::BumpGroupVersion() {
+  uint64_t* word = group_version_.load(std::memory_order_acquire);
+  if (word == nullptr) return;
+  // Before the change: a one-sided reader that still sees the old value read it before
+  // anything changed (a GetGroup then would have returned what it keeps).
+  std::atomic_ref<uint64_t>(*word).fetch_add(1, std::memory_order_seq_cst);
+}
+
+void Partition::SetGroupVersion(uint64_t value) {
+  if (uint64_t* word = group_version_.load(std::memory_order_acquire)) {
+    std::atomic_ref<uint64_t>(*word).store(value, std::memory_order_seq_cst);
+  }
+}
+
+uint64_t Partition::NewGroupGeneration() const {
+  // Unpredictable enough to tell generations apart; never zero.
+  static std::atomic<uint64_t> seq{0};
+  uint64_t h = options_.now_ms() * 0x9E3779B97F4A7C15ull ^ reinterpret_cast<uintptr_t>(this) ^
+               (seq.fetch_add(1) << 17);
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 32;
+  return ((h & 0xFFFFFFull) | 1) << 40;
 }
 
 void Partition::CommitVersion(KeySlot* slot, const Timestamp& ts) {

@@ -64,7 +64,10 @@ class Partition : public std::enable_shared_from_this<Partition> {
   using ScanVisitor = std::function<bool(std::string_view key, const Timestamp& ts,
                                          std::string_view value, std::string_view metadata)>;
   void Scan(const Timestamp& at, const ScanVisitor& visit) const;
-  void GetGroup(std::string_view group, std::vector<GroupEntry>* out) const;
+  // version (optional): where the partition's group version is and its value with these
+  // entries (GroupVersion; none when the partition does not serve or the arena is full).
+  void GetGroup(std::string_view group, std::vector<GroupEntry>* out,
+                GroupVersion* version = nullptr) const;
 
   // Page I/O (partition_pages.cpp): Store::LocatePage for this partition.
   Status LocatePage(uint32_t page_no, Store::PageLocation* out) const;
@@ -171,6 +174,13 @@ class Partition : public std::enable_shared_from_this<Partition> {
   // transaction has the key prepared.
   void RefreshValidBit(KeySlot* slot);
   uint64_t RecordLen(Loc loc) const { return View(loc).total_len; }
+  // The group version (see GroupVersion): bumped, under the exclusive lock, before anything
+  // GetGroup returns may change (a commit, a committed write, an ingested record); zero for
+  // good when the partition stops serving or is dropped; a new generation when it serves
+  // again or its epoch changes.
+  void BumpGroupVersion();
+  void SetGroupVersion(uint64_t value);
+  uint64_t NewGroupGeneration() const;
 
   uint64_t ExpireVersions(uint64_t now_ms);
   uint64_t Compact(double ratio);
@@ -209,6 +219,9 @@ class Partition : public std::enable_shared_from_this<Partition> {
   // about half of a bulk load's server time was spent there). Cleared for good by the first
   // key of another length.
   bool only_8_byte_keys_ = true;
+  // The group version's word in the arena, taken by the first GetGroup (null before).
+  Arena* const arena_;
+  mutable std::atomic<uint64_t*> group_version_{nullptr};
 };
 
 }  // namespace ramp::store

@@ -127,6 +127,7 @@ bool Partition::Relocate(Loc loc, uint8_t* rec) {
 void Partition::Drop() {
   std::unique_lock lock(mu_);
   dropped_ = true;
+  SetGroupVersion(0);
   log_.RetireAll();
   if (page_file_ != nullptr) page_file_->Unlink();
   Dirty();

@@ -18,6 +18,7 @@ uint32_t Partition::epoch() const {
 
 void Partition::SetEpoch(uint32_t epoch) {
   std::unique_lock lock(mu_);
+  if (epoch != epoch_) SetGroupVersion(serving_ ? NewGroupGeneration() : 0);
   epoch_ = epoch;
 }
 
@@ -38,6 +39,7 @@ void Partition::SetServing(bool serving) {
     return;
   }
   serving_ = serving;
+  SetGroupVersion(serving ? NewGroupGeneration() : 0);
   // RefreshValidBit gives the bit only to current versions of a serving partition.
   index_.ForEach([&](KeySlot& slot) {
     RefreshValidBit(&slot);
@@ -80,6 +82,7 @@ Status Partition::Ingest(const record::RecordView& v) {
       &dst));
   Dirty();
   record::EncodeRecord(f, dst);
+  BumpGroupVersion();
   Replay(loc, dst);
   return Status::OK();
 }

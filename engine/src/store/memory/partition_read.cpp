@@ -76,10 +76,29 @@ void Partition::Scan(const Timestamp& at, const ScanVisitor& visit) const {
   });
 }
 
-void Partition::GetGroup(std::string_view group, std::vector<GroupEntry>* out) const {
+void Partition::GetGroup(std::string_view group, std::vector<GroupEntry>* out,
+                         GroupVersion* version) const {
   std::shared_lock lock(mu_);
   hotness_.Count();
+  if (version != nullptr) *version = GroupVersion();
   if (dropped_ || group.size() > 0xFFFF) return;
+  if (version != nullptr && serving_) {
+    // The word is taken by the first GetGroup that wants it (writers bump it only once it
+    // exists; they hold the lock exclusively, so its value is the one of these entries).
+    uint64_t* word = group_version_.load(std::memory_order_acquire);
+    if (word == nullptr && arena_->AllocateWord(&word).ok()) {
+      std::atomic_ref<uint64_t>(*word).store(NewGroupGeneration(), std::memory_order_seq_cst);
+      uint64_t* expected = nullptr;
+      // Two readers at once: one word wins (the other is never read by anyone).
+      if (!group_version_.compare_exchange_strong(expected, word, std::memory_order_acq_rel)) {
+        word = expected;
+      }
+    }
+    if (word != nullptr) {
+      version->offset = arena_->offset_of(reinterpret_cast<const uint8_t*>(word));
+      version->value = std::atomic_ref<uint64_t>(*word).load(std::memory_order_seq_cst);
+    }
+  }
   // The keys of a group share the prefix EncodeGroupKey(group, ""): a range of the set.
   std::string prefix;
   prefix.push_back(static_cast<char>(group.size() >> 8));
