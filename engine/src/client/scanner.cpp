@@ -607,8 +607,10 @@ Status Scanner::State::ParsePage(size_t i, const Status& ps, const uint8_t* data
   const uint32_t used = std::min<uint32_t>(h.used, len);
   const bool complete = page_refs[i].page_no < complete_below;
   if (complete) stats.pages_complete++;
+  // Declared once: its constructor zeroes 88 bytes (rep stos), a quarter of this loop's time
+  // when it ran per record; Decode sets every field.
+  record::RecordView v;
   for (uint32_t off = record::kPageHeaderBytes; off < used;) {
-    record::RecordView v;
     // A record that fails its checksum is being written at the head of the log (the page
     // was copied meanwhile): it and what follows are newer than the page count.
     if (complete) {
