@@ -175,6 +175,8 @@ struct ScanStats {
   uint64_t repaired = 0;  // keys the pages could not decide, read by snapshot GET
   // Pages below the head page at SCAN_OPEN: complete, their records' checksums not computed.
   uint64_t pages_complete = 0;
+  // Partitions whose pages the reader asked for while the partition before was still read.
+  uint64_t prefetched = 0;
   // The page reader (connections, registered buffers) an earlier scan of the client left,
   // rather than a new one: a scan that ends leaves its reader to the next (one at a time).
   bool reused_reader = false;

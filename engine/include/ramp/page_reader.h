@@ -88,6 +88,14 @@ class PageReader {
   Status Begin(std::span<const PageRef> pages);
   Status NextBatch(const Sink& sink, bool* done);
   void End();
+  // The next read, queued behind the current one so that the pipeline stays full between
+  // reads: its pages are sent once every page of the current read was sent (all_sent), and
+  // its batches that complete early wait, their buffers kept, until BeginPrefetched (after
+  // NextBatch said *done) makes it the current read. Begin and End drop it.
+  Status Prefetch(std::span<const PageRef> pages);
+  Status BeginPrefetched();
+  bool prefetched() const;
+  bool all_sent() const;
 
   PageReaderStats stats() const;
   // Nothing in flight and every batch slot usable: a reader whose read failed with batches

@@ -56,6 +56,7 @@ struct PageReader::Impl {
   struct Batch {
     size_t conn = 0;
     int slot = 0;
+    bool next = false;  // of the prefetched read (Prefetch)
     std::vector<size_t> indices;
     std::vector<PageReadItem> items;
   };
@@ -82,6 +83,23 @@ struct PageReader::Impl {
   size_t queued = 0;
   uint8_t flags = 0;
   int held_slot = -1;  // the buffer of the batch NextBatch delivered last
+
+  // The read queued behind it (Prefetch): its pages are sent once every page of the current
+  // read was sent, and its completed batches wait (their slots kept) until BeginPrefetched
+  // makes it the current read.
+  struct Stashed {
+    Batch batch;
+    std::vector<Status> status;  // per item, checked (CheckPageReply)
+  };
+  bool has_next = false;
+  std::vector<PageRef> next_pages;
+  std::vector<std::deque<size_t>> next_queue;
+  size_t next_queued = 0;
+  std::deque<Stashed> stash;  // completed batches of the prefetched read, then of the current
+  // Queues pages for a read: per node, in order.
+  Status Plan(std::span<const PageRef> pages, std::vector<std::deque<size_t>>* queue);
+  // Drops the prefetched read: waits for its batches in flight, frees its slots.
+  void DropNext();
 
   ~Impl() {
     conns.clear();  // closes the connections
@@ -220,6 +238,37 @@ Status PageReader::Impl::Progress(Conn* c, bool* did, const Sink* sink, bool dis
     Batch b = std::move(it->second);
     in_flight.erase(it);
     c->in_flight--;
+    if (b.next && !discard) {
+      // A batch of the prefetched read: checked now, delivered after BeginPrefetched.
+      const std::string_view body = bytes.substr(protocol::kHeaderBytes);
+      Stashed sb;
+      st = protocol::DecodeErrorReply(h, body);
+      protocol::ReadPagesReply reply;
+      if (st.ok()) st = protocol::Decode(body, h.count, &reply);
+      if (st.ok() && reply.results.size() != b.items.size()) {
+        st = Status::Corruption("READ_PAGES reply carries " + std::to_string(reply.results.size()) +
+                                " pages, " + std::to_string(b.items.size()) + " were asked for");
+      }
+      for (size_t i = 0; st.ok() && i < b.items.size(); i++) {
+        const PageReadResult& r = reply.results[i];
+        const uint8_t* data = nullptr;
+        if (r.status.ok()) {
+          data = slot_bufs[static_cast<size_t>(b.slot)] +
+                 (b.items[i].dest_offset - static_cast<uint64_t>(b.slot) * slot_bytes);
+        }
+        st = CheckPageReply(b.items[i], r, data);
+        sb.status.push_back(r.status);
+      }
+      stats.batches++;
+      conn->Release();
+      sb.batch = std::move(b);
+      stash.push_back(std::move(sb));  // its slot stays taken
+      if (!st.ok()) {
+        result = st.Annotate(NodeName(c));
+        break;
+      }
+      continue;
+    }
     if (hold) {
       held_slot = b.slot;
       *got = true;
@@ -300,10 +349,8 @@ Status PageReader::Read(std::span<const PageRef> pages, const Sink& sink) {
   return st;
 }
 
-Status PageReader::Begin(std::span<const PageRef> pages) {
-  Impl& im = *impl_;
-  End();
-  ClusterView& cl = *im.cluster;
+Status PageReader::Impl::Plan(std::span<const PageRef> pages,
+                              std::vector<std::deque<size_t>>* queue) {
   // Owners of the partitions involved.
   std::vector<PartitionId> parts;
   {
@@ -312,23 +359,30 @@ Status PageReader::Begin(std::span<const PageRef> pages) {
       if (seen.insert(p.part).second) parts.push_back(p.part);
     }
   }
-  RAMP_RETURN_IF_ERROR(cl.ResolveOwners(parts));
-  im.AddNodes();  // an owner may be a node added since the reader opened
-  im.queue.assign(im.conns.size(), {});
+  RAMP_RETURN_IF_ERROR(cluster->ResolveOwners(parts));
+  AddNodes();  // an owner may be a node added since the reader opened
+  queue->assign(conns.size(), {});
   for (size_t i = 0; i < pages.size(); i++) {
-    if (pages[i].length == 0 || pages[i].length > im.options.max_page_bytes ||
+    if (pages[i].length == 0 || pages[i].length > options.max_page_bytes ||
         pages[i].length % protocol::kPageReadGranule != 0) {
       return Status::InvalidArgument("page read length " + std::to_string(pages[i].length) +
                                      " is not a multiple of 512 in (0, " +
-                                     std::to_string(im.options.max_page_bytes) + "]");
+                                     std::to_string(options.max_page_bytes) + "]");
     }
-    const uint32_t owner = cl.OwnerOf(pages[i].part);
-    if (owner >= im.queue.size()) {
+    const uint32_t owner = cluster->OwnerOf(pages[i].part);
+    if (owner >= queue->size()) {
       return Status::Unavailable("partition " + pages[i].part.ToString() + " is owned by node " +
                                  std::to_string(owner) + ", which this client does not know");
     }
-    im.queue[owner].push_back(i);
+    (*queue)[owner].push_back(i);
   }
+  return Status::OK();
+}
+
+Status PageReader::Begin(std::span<const PageRef> pages) {
+  Impl& im = *impl_;
+  End();
+  RAMP_RETURN_IF_ERROR(im.Plan(pages, &im.queue));
   im.pages.assign(pages.begin(), pages.end());
   im.queued = pages.size();
   im.flags = static_cast<uint8_t>((im.options.prefer_disk ? protocol::kPagesPreferDisk : 0) |
@@ -342,8 +396,61 @@ Status PageReader::Begin(std::span<const PageRef> pages) {
   return Status::OK();
 }
 
+Status PageReader::Prefetch(std::span<const PageRef> pages) {
+  Impl& im = *impl_;
+  if (im.has_next) return Status::InvalidArgument("PageReader: a read is prefetched already");
+  RAMP_RETURN_IF_ERROR(im.Plan(pages, &im.next_queue));
+  im.next_pages.assign(pages.begin(), pages.end());
+  im.next_queued = pages.size();
+  im.has_next = true;
+  return Status::OK();
+}
+
+bool PageReader::prefetched() const {
+  return impl_->has_next;
+}
+
+bool PageReader::all_sent() const {
+  return impl_->queued == 0;
+}
+
+Status PageReader::BeginPrefetched() {
+  Impl& im = *impl_;
+  if (!im.has_next) return Status::InvalidArgument("PageReader: no read is prefetched");
+  if (im.active) {
+    return Status::InvalidArgument("PageReader: the current read has pages left to deliver");
+  }
+  im.ReleaseHeld();
+  im.pages = std::move(im.next_pages);
+  im.queue = std::move(im.next_queue);
+  im.queued = im.next_queued;
+  im.next_pages.clear();
+  im.next_queue.clear();
+  im.next_queued = 0;
+  im.has_next = false;
+  // Its batches in flight and those that completed are the current read's now.
+  for (auto& [id, b] : im.in_flight) b.next = false;
+  for (Impl::Stashed& sb : im.stash) sb.batch.next = false;
+  im.active = true;
+  return Status::OK();
+}
+
+void PageReader::Impl::DropNext() {
+  has_next = false;
+  next_pages.clear();
+  next_queue.clear();
+  next_queued = 0;
+  for (Stashed& sb : stash) free_slots.push_back(sb.batch.slot);
+  stash.clear();
+}
+
 Status PageReader::Impl::Issue(bool* did) {
   Status st;
+  // The prefetched read's pages once every page of the current read was sent.
+  const bool next = queued == 0 && has_next;
+  std::vector<std::deque<size_t>>& queue = next ? next_queue : this->queue;
+  size_t& queued = next ? next_queued : this->queued;
+  const std::vector<PageRef>& pages = next ? next_pages : this->pages;
   for (size_t node = 0; st.ok() && node < queue.size(); node++) {
     while (st.ok() && !queue[node].empty() && !free_slots.empty()) {
       Conn* best = nullptr;
@@ -357,6 +464,7 @@ Status PageReader::Impl::Issue(bool* did) {
         if (!st.ok()) break;
       }
       Batch b;
+      b.next = next;
       b.slot = free_slots.back();
       free_slots.pop_back();
       uint64_t off = static_cast<uint64_t>(b.slot) * slot_bytes;
@@ -392,17 +500,46 @@ Status PageReader::NextBatch(const Sink& sink, bool* done) {
   Impl& im = *impl_;
   im.ReleaseHeld();
   *done = false;
-  if (!im.active || (im.queued == 0 && im.in_flight.empty())) {
-    im.active = false;
+  if (!im.active) {
     *done = true;
     return Status::OK();
   }
-  Waiter waiter(*im.context, &im.doorbells);
   Status st;
-  for (;;) {
+  // A batch of this read that completed while it was the prefetched one.
+  for (auto it = im.stash.begin(); it != im.stash.end(); ++it) {
+    if (it->batch.next) continue;
+    Impl::Stashed sb = std::move(*it);
+    im.stash.erase(it);
+    im.held_slot = sb.batch.slot;
+    const Impl::Batch& b = sb.batch;
+    for (size_t i = 0; st.ok() && i < b.items.size(); i++) {
+      const uint8_t* data = nullptr;
+      if (sb.status[i].ok()) {
+        data = im.slot_bufs[static_cast<size_t>(b.slot)] +
+               (b.items[i].dest_offset - static_cast<uint64_t>(b.slot) * im.slot_bytes);
+        im.stats.pages++;
+        im.stats.bytes += b.items[i].length;
+      } else {
+        im.stats.page_errors++;
+      }
+      st = sink(b.indices[i], sb.status[i], data, b.items[i].length);
+    }
+    if (st.ok()) return st;
+    break;
+  }
+  Waiter waiter(*im.context, &im.doorbells);
+  while (st.ok()) {
+    // Sends what it can first: a prefetched read's pages too, once this read's were sent.
     bool did = false;
     st = im.Issue(&did);
     if (!st.ok()) break;
+    bool current = false;  // a batch of this read is in flight
+    for (const auto& [id, b] : im.in_flight) current |= !b.next;
+    if (im.queued == 0 && !current) {
+      im.active = false;
+      *done = true;
+      return Status::OK();
+    }
     bool got = false;
     for (Impl::Conn* c : im.all_conns) {
       if (c->channel.is_open() && c->in_flight > 0) {
@@ -415,11 +552,11 @@ Status PageReader::NextBatch(const Sink& sink, bool* done) {
       return "page reads did not complete within " +
              std::to_string(im.context->options.timeout_ms) + " ms";
     });
-    if (!st.ok()) break;
   }
   if (!st.ok()) {
     im.ReleaseHeld();
     im.Drain();
+    im.DropNext();
     im.active = false;
     im.queued = 0;
     im.queue.clear();
@@ -430,12 +567,15 @@ Status PageReader::NextBatch(const Sink& sink, bool* done) {
 void PageReader::End() {
   Impl& im = *impl_;
   im.ReleaseHeld();
-  if (!im.active) return;
+  const bool pending = im.active || im.has_next || !im.stash.empty();
   im.active = false;
   im.queued = 0;
   im.queue.clear();
-  // Batches still in flight land in their slots: wait for them (Drain).
+  if (!pending) return;
+  // Batches still in flight land in their slots: wait for them (Drain). A prefetched read is
+  // dropped with them.
   if (!im.in_flight.empty()) im.Drain();
+  im.DropNext();
 }
 
 }  // namespace ramp

@@ -273,6 +273,10 @@ struct Scanner::State {
   std::vector<uint64_t> undecided;                // row keys, with repeats
   std::unordered_set<std::string> decided_other;  // keys that are not row keys
   std::unordered_set<std::string> undecided_other;
+  // The partition taken next, its pages prefetched by the reader (when it still has them).
+  bool have_next = false;
+  size_t next_index = 0;
+  std::vector<PageRef> next_refs;
 
   // The client's spare page reader (when its options match) and arena, or new ones.
   Status TakeSpares(const PageReaderOptions& ro);
@@ -286,6 +290,9 @@ struct Scanner::State {
   Status FillRows(bool* done);
   // Starts reading partition `index` from its first page.
   Status StartPartition(size_t index);
+  // Once every page of the current partition was asked for, takes the next partition and
+  // has the reader prefetch its pages (no pause between partitions).
+  Status MaybePrefetch();
   // Asks the reader for the pages [from, to) of the current partition.
   Status BeginRound();
   // The rows one page decides, into the arena (refs).
@@ -563,7 +570,33 @@ Status Scanner::State::StartPartition(size_t index) {
   // appends at the head too. The head page and the pages after it may hold a record still
   // being written: theirs are checked, and a mismatch ends the page as before.
   complete_below = to == 0 ? 0 : to - 1;
+  if (have_next && next_index == index && reader->prefetched()) {
+    // The reader asked for these pages while the partition before was read.
+    have_next = false;
+    retired = false;
+    page_refs = std::move(next_refs);
+    next_refs.clear();
+    stats.prefetched++;
+    return reader->BeginPrefetched();
+  }
+  have_next = false;
   return BeginRound();
+}
+
+Status Scanner::State::MaybePrefetch() {
+  if (have_next || !reader->all_sent()) return Status::OK();
+  size_t index = 0;
+  if (!TakePartition(&index)) return Status::OK();
+  have_next = true;
+  next_index = index;
+  const PartitionId part = parts[index];
+  next_refs.clear();
+  next_refs.reserve(info[index].page_count);
+  for (uint32_t p = 0; p < info[index].page_count; p++) {
+    next_refs.push_back({part, p, info[index].epoch, 8192});
+    if (on_page) on_page(part, p);
+  }
+  return reader->Prefetch(next_refs);
 }
 
 Status Scanner::State::BeginRound() {
@@ -674,7 +707,9 @@ Status Scanner::State::FillRows(bool* done) {
   while (refs.empty()) {
     if (!reading) {
       size_t index = 0;
-      if (!TakePartition(&index)) {
+      if (have_next) {
+        index = next_index;  // taken already (prefetched, or dropped with a failed read)
+      } else if (!TakePartition(&index)) {
         *done = true;
         return Status::OK();
       }
@@ -701,7 +736,10 @@ Status Scanner::State::FillRows(bool* done) {
       continue;
     }
     RAMP_RETURN_IF_ERROR(st.Annotate("scan of " + parts[cur].ToString()));
-    if (!end) continue;
+    if (!end) {
+      if (round == 0) RAMP_RETURN_IF_ERROR(MaybePrefetch());
+      continue;
+    }
     if (retired) {
       if (++round > kMaxTailRounds) {
         return Status::Busy("scan of " + parts[cur].ToString() + ": compaction kept moving pages");
