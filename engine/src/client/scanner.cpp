@@ -291,7 +291,7 @@ struct Scanner::State {
   // Starts reading partition `index` from its first page.
   Status StartPartition(size_t index);
   // Once every page of the current partition was asked for, takes the next partition and
-  // has the reader prefetch its pages (no pause between partitions).
+  // has the reader prefetch its pages (no pause between partitions). Serial scans only.
   Status MaybePrefetch();
   // Asks the reader for the pages [from, to) of the current partition.
   Status BeginRound();
@@ -584,7 +584,9 @@ Status Scanner::State::StartPartition(size_t index) {
 }
 
 Status Scanner::State::MaybePrefetch() {
-  if (have_next || !reader->all_sent()) return Status::OK();
+  // Not in parallel scans: a participant that took a partition ahead would keep it from an
+  // idle one at the end of the scan (measured: 2 workers 70-81 ms against 68-73 without).
+  if (have_next || take_partition || !reader->all_sent()) return Status::OK();
   size_t index = 0;
   if (!TakePartition(&index)) return Status::OK();
   have_next = true;
