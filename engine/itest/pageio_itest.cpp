@@ -347,6 +347,8 @@ void ScanReturnsEveryCommittedRowOnce(Client* c, KeyspaceId ks, bool row_keys) {
   // again); every head page is checked.
   EXPECT_GT(stats.pages_complete, 0u);
   EXPECT_LE(stats.pages_complete + stats.partitions, stats.pages);
+  // Every partition but the first was asked for while the one before was read.
+  EXPECT_EQ(stats.prefetched + 1, stats.partitions);
 }
 
 TEST_P(PageIoTest, ScanReturnsEveryCommittedRowOnce) {

@@ -7,6 +7,9 @@
 # checks, in one statement, that the two sums add up to 0 and the first table has 60 000
 # rows: with 2 workers per scan (the leader not participating, so that the partitions are
 # shared between processes), then serially.
+# Every row exactly once: parallel scans of pt count its rows, their distinct ids and the sum
+# of the ids while the writers run (a partition handed out twice, or one never, changes
+# them: shown by handing partition 3 out in place of 2).
 # Proof that the check can fail: with ramp.debug_scan_own_snapshots every scan (and every
 # participant of a parallel one) draws a snapshot of its own, and the same reader, with serial
 # scans, must catch a wrong result. (With parallel scans the switch was caught once in 200
@@ -59,6 +62,29 @@ bad="$(reads 30 "$parallel")"
 moved="$(psql_in a -c "SELECT count(*) FROM pt2 WHERE v <> 0")"
 [ "$moved" -gt 0 ] || fail "the writers changed no row"
 log "every statement saw 0|60000 ($moved rows of pt2 changed)"
+
+log "every row exactly once: 10 parallel scans of pt (count, distinct ids, their sum) while writers run"
+once="SELECT count(*), count(DISTINCT id), sum(id) FROM pt"
+plan="$(psql_in a -c "$parallel EXPLAIN (COSTS OFF) $once")"
+echo "$plan" | grep -q "Parallel Seq Scan on pt" || { echo "$plan"; fail "no parallel scan of pt for $once"; }
+# reads_once N: N parallel scans of pt while writers run; prints the first bad result.
+reads_once() {
+  pgbench_on a -n -c 2 -j 2 -T 600 --max-tries=1000 -f "$ITEST_DIR/move.sql" > "$ITEST_DIR/writers.out" 2>&1 &
+  local writers=$!
+  itest_background+=("$writers")
+  sleep 1
+  local got="" bad=""
+  for _ in $(seq 1 "$1"); do
+    got="$(psql_in a -c "$parallel $once")"
+    if [ "$got" != "60000|60000|1800030000" ]; then bad="$got"; break; fi
+  done
+  kill "$writers" 2>/dev/null || true
+  wait "$writers" 2>/dev/null || true
+  echo "$bad"
+}
+bad="$(reads_once 10)"
+[ -z "$bad" ] || fail "a parallel scan saw count | distinct ids | sum(id) = $bad, expected 60000|60000|1800030000"
+log "every parallel scan returned each of the 60000 rows once"
 
 log "30 statements of two serial page scans"
 bad="$(reads 30 "SET max_parallel_workers_per_gather = 0; SET ramp.scan_method = pages;")"

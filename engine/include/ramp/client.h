@@ -152,7 +152,7 @@ struct RebalancePlan;
 // snapshot timestamp when it opens and returns, for every key, the newest version committed
 // at or before it; transactions that commit later are excluded (for every key they wrote),
 // and a transaction at or below the snapshot is seen whole. Streaming with bounded memory:
-// one partition's rows are held at a time. A Scanner must not outlive its Client.
+// one batch of pages' rows is held at a time. A Scanner must not outlive its Client.
 struct ScanOptions {
   int connections_per_node = 2;
   int batch_pages = 32;  // 256 KiB per request: the server reads consecutive pages at once
@@ -173,9 +173,9 @@ struct ScanOptions {
   std::function<bool(uint32_t* index)> take_partition;
 };
 
-// A row of a scan. key and value view memory of the Scanner, which holds one partition's
-// rows at a time: they stay valid until the Scanner moves on to the next partition (the
-// call of Next or NextRows after the last row of their partition) or is destroyed.
+// A row of a scan. key and value view memory of the Scanner, which holds the rows of one
+// batch of pages at a time: they stay valid until the Scanner moves on to the next batch
+// (the call of Next or NextRows after the last row of their batch) or is destroyed.
 struct ScanRow {
   std::string_view key;
   Timestamp ts;
@@ -190,6 +190,8 @@ struct ScanStats {
   uint64_t repaired = 0;  // keys the pages could not decide, read by snapshot GET
   // Pages below the head page at SCAN_OPEN: complete, their records' checksums not computed.
   uint64_t pages_complete = 0;
+  // Partitions whose pages the reader asked for while the partition before was still read.
+  uint64_t prefetched = 0;
   // The page reader (connections, registered buffers) an earlier scan of the client left,
   // rather than a new one: a scan that ends leaves its reader to the next (one at a time).
   bool reused_reader = false;
@@ -204,9 +206,10 @@ class Scanner {
   // The next row into *row; *done becomes true (and *row is untouched) after the last one.
   // Rows come partition by partition, in no particular order within a partition.
   Status Next(ScanRow* row, bool* done);
-  // The rows of the current partition not yet returned (the next partition's when every row
-  // of the current one was), at least one unless *done: one call per partition. The span
-  // and the rows' views stay valid until the next call of Next or NextRows.
+  // The rows of the current batch not yet returned (the next batch's when every row of the
+  // current one was), at least one unless *done: one call per batch of pages (a partition
+  // takes several). The span and the rows' views stay valid until the next call of Next or
+  // NextRows.
   Status NextRows(std::span<const ScanRow>* rows, bool* done);
   Timestamp snapshot() const;
   ScanStats stats() const;

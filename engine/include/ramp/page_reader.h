@@ -78,6 +78,25 @@ class PageReader {
   // whole read: Timeout, Unavailable, Corruption (a reply that does not match its request).
   Status Read(std::span<const PageRef> pages, const Sink& sink);
 
+  // The same read, pulled one batch at a time (a scan hands rows out of a batch while the
+  // next batches are in flight): Begin queues the pages (copied), each NextBatch calls sink
+  // for the pages of one completed batch and keeps that batch's buffer until the next call
+  // of NextBatch, Begin or End (the bytes passed to sink stay valid until then); *done once
+  // every page was delivered (sink is not called then). An error of NextBatch ends the read
+  // as Read's does. End gives the held buffer back and, when pages are still in flight
+  // (a read stopped early), waits for them (bounded) so that the reader stays intact.
+  Status Begin(std::span<const PageRef> pages);
+  Status NextBatch(const Sink& sink, bool* done);
+  void End();
+  // The next read, queued behind the current one so that the pipeline stays full between
+  // reads: its pages are sent once every page of the current read was sent (all_sent), and
+  // its batches that complete early wait, their buffers kept, until BeginPrefetched (after
+  // NextBatch said *done) makes it the current read. Begin and End drop it.
+  Status Prefetch(std::span<const PageRef> pages);
+  Status BeginPrefetched();
+  bool prefetched() const;
+  bool all_sent() const;
+
   PageReaderStats stats() const;
   // Nothing in flight and every batch slot usable: a reader whose read failed with batches
   // in flight gives their slots up for good (a late write may still land in them), and one

@@ -56,6 +56,7 @@ struct PageReader::Impl {
   struct Batch {
     size_t conn = 0;
     int slot = 0;
+    bool next = false;  // of the prefetched read (Prefetch)
     std::vector<size_t> indices;
     std::vector<PageReadItem> items;
   };
@@ -75,6 +76,31 @@ struct PageReader::Impl {
   uint64_t next_id = 1;
   PageReaderStats stats;
 
+  // The read in progress (Begin .. NextBatch .. End).
+  bool active = false;
+  std::vector<PageRef> pages;
+  std::vector<std::deque<size_t>> queue;  // per node: indices into pages not sent yet
+  size_t queued = 0;
+  uint8_t flags = 0;
+  int held_slot = -1;  // the buffer of the batch NextBatch delivered last
+
+  // The read queued behind it (Prefetch): its pages are sent once every page of the current
+  // read was sent, and its completed batches wait (their slots kept) until BeginPrefetched
+  // makes it the current read.
+  struct Stashed {
+    Batch batch;
+    std::vector<Status> status;  // per item, checked (CheckPageReply)
+  };
+  bool has_next = false;
+  std::vector<PageRef> next_pages;
+  std::vector<std::deque<size_t>> next_queue;
+  size_t next_queued = 0;
+  std::deque<Stashed> stash;  // completed batches of the prefetched read, then of the current
+  // Queues pages for a read: per node, in order.
+  Status Plan(std::span<const PageRef> pages, std::vector<std::deque<size_t>>* queue);
+  // Drops the prefetched read: waits for its batches in flight, frees its slots.
+  void DropNext();
+
   ~Impl() {
     conns.clear();  // closes the connections
     // Freeing is safe with writes still in flight: a closed tcp connection delivers
@@ -88,7 +114,16 @@ struct PageReader::Impl {
   // region is exposed to them too.
   Status Open(Conn* c);
   Status Send(Conn* c, const Batch& b, uint64_t id, uint8_t flags);
-  Status Progress(Conn* c, bool* did, const Sink* sink, bool discard);
+  // Takes the replies that arrived on c (at most one with hold: its slot is kept in
+  // held_slot instead of freed, and *got is set).
+  Status Progress(Conn* c, bool* did, const Sink* sink, bool discard, bool hold = false,
+                  bool* got = nullptr);
+  // Sends batches while slots and connection depth allow.
+  Status Issue(bool* did);
+  void ReleaseHeld() {
+    if (held_slot >= 0) free_slots.push_back(held_slot);
+    held_slot = -1;
+  }
   Status Drain();
   // Connections (not opened yet) for the nodes the client knows and the reader has none
   // for: all of them at first, later the nodes added to a running cluster. Existing
@@ -176,7 +211,8 @@ Status PageReader::Impl::Send(Conn* c, const Batch& b, uint64_t id, uint8_t flag
   return c->channel.Send(protocol::Op::kReadPages, static_cast<uint32_t>(b.items.size()), id, body);
 }
 
-Status PageReader::Impl::Progress(Conn* c, bool* did, const Sink* sink, bool discard) {
+Status PageReader::Impl::Progress(Conn* c, bool* did, const Sink* sink, bool discard, bool hold,
+                                  bool* got) {
   transport::Connection* conn = c->channel.conn();
   transport::Completion comps[16];
   // tcp: serving the server's one-sided writes into our buffers happens in here.
@@ -202,7 +238,43 @@ Status PageReader::Impl::Progress(Conn* c, bool* did, const Sink* sink, bool dis
     Batch b = std::move(it->second);
     in_flight.erase(it);
     c->in_flight--;
-    free_slots.push_back(b.slot);
+    if (b.next && !discard) {
+      // A batch of the prefetched read: checked now, delivered after BeginPrefetched.
+      const std::string_view body = bytes.substr(protocol::kHeaderBytes);
+      Stashed sb;
+      st = protocol::DecodeErrorReply(h, body);
+      protocol::ReadPagesReply reply;
+      if (st.ok()) st = protocol::Decode(body, h.count, &reply);
+      if (st.ok() && reply.results.size() != b.items.size()) {
+        st = Status::Corruption("READ_PAGES reply carries " + std::to_string(reply.results.size()) +
+                                " pages, " + std::to_string(b.items.size()) + " were asked for");
+      }
+      for (size_t i = 0; st.ok() && i < b.items.size(); i++) {
+        const PageReadResult& r = reply.results[i];
+        const uint8_t* data = nullptr;
+        if (r.status.ok()) {
+          data = slot_bufs[static_cast<size_t>(b.slot)] +
+                 (b.items[i].dest_offset - static_cast<uint64_t>(b.slot) * slot_bytes);
+        }
+        st = CheckPageReply(b.items[i], r, data);
+        sb.status.push_back(r.status);
+      }
+      stats.batches++;
+      conn->Release();
+      sb.batch = std::move(b);
+      stash.push_back(std::move(sb));  // its slot stays taken
+      if (!st.ok()) {
+        result = st.Annotate(NodeName(c));
+        break;
+      }
+      continue;
+    }
+    if (hold) {
+      held_slot = b.slot;
+      *got = true;
+    } else {
+      free_slots.push_back(b.slot);
+    }
     stats.batches++;
     const std::string_view body = bytes.substr(protocol::kHeaderBytes);
     st = protocol::DecodeErrorReply(h, body);
@@ -231,6 +303,7 @@ Status PageReader::Impl::Progress(Conn* c, bool* did, const Sink* sink, bool dis
     }
     conn->Release();
     if (!st.ok()) result = st.Annotate(NodeName(c));
+    if (hold) break;
   }
   if (result.ok() && conn->closed()) {
     result = Status::Unavailable(NodeName(c) + " went away: " + conn->close_status().message());
@@ -269,8 +342,15 @@ Status PageReader::Impl::Drain() {
 }
 
 Status PageReader::Read(std::span<const PageRef> pages, const Sink& sink) {
-  Impl& im = *impl_;
-  ClusterView& cl = *im.cluster;
+  Status st = Begin(pages);
+  bool done = false;
+  while (st.ok() && !done) st = NextBatch(sink, &done);
+  End();
+  return st;
+}
+
+Status PageReader::Impl::Plan(std::span<const PageRef> pages,
+                              std::vector<std::deque<size_t>>* queue) {
   // Owners of the partitions involved.
   std::vector<PartitionId> parts;
   {
@@ -279,90 +359,223 @@ Status PageReader::Read(std::span<const PageRef> pages, const Sink& sink) {
       if (seen.insert(p.part).second) parts.push_back(p.part);
     }
   }
-  RAMP_RETURN_IF_ERROR(cl.ResolveOwners(parts));
-  im.AddNodes();  // an owner may be a node added since the reader opened
-  std::vector<std::deque<size_t>> queue(im.conns.size());
+  RAMP_RETURN_IF_ERROR(cluster->ResolveOwners(parts));
+  AddNodes();  // an owner may be a node added since the reader opened
+  queue->assign(conns.size(), {});
   for (size_t i = 0; i < pages.size(); i++) {
-    if (pages[i].length == 0 || pages[i].length > im.options.max_page_bytes ||
+    if (pages[i].length == 0 || pages[i].length > options.max_page_bytes ||
         pages[i].length % protocol::kPageReadGranule != 0) {
       return Status::InvalidArgument("page read length " + std::to_string(pages[i].length) +
                                      " is not a multiple of 512 in (0, " +
-                                     std::to_string(im.options.max_page_bytes) + "]");
+                                     std::to_string(options.max_page_bytes) + "]");
     }
-    const uint32_t owner = cl.OwnerOf(pages[i].part);
-    if (owner >= queue.size()) {
+    const uint32_t owner = cluster->OwnerOf(pages[i].part);
+    if (owner >= queue->size()) {
       return Status::Unavailable("partition " + pages[i].part.ToString() + " is owned by node " +
                                  std::to_string(owner) + ", which this client does not know");
     }
-    queue[owner].push_back(i);
+    (*queue)[owner].push_back(i);
   }
-  const uint8_t flags =
-      static_cast<uint8_t>((im.options.prefer_disk ? protocol::kPagesPreferDisk : 0) |
-                           (im.options.migration ? protocol::kPagesMigration : 0));
+  return Status::OK();
+}
+
+Status PageReader::Begin(std::span<const PageRef> pages) {
+  Impl& im = *impl_;
+  End();
+  RAMP_RETURN_IF_ERROR(im.Plan(pages, &im.queue));
+  im.pages.assign(pages.begin(), pages.end());
+  im.queued = pages.size();
+  im.flags = static_cast<uint8_t>((im.options.prefer_disk ? protocol::kPagesPreferDisk : 0) |
+                                  (im.options.migration ? protocol::kPagesMigration : 0));
   // A connection the server closed while we were not using it is reopened when next needed
   // (reads are idempotent); one closed with batches in flight fails the read below.
   for (Impl::Conn* c : im.all_conns) {
     if (c->in_flight == 0) (void)c->channel.ResetIfClosed();
   }
-  Waiter waiter(*im.context, &im.doorbells);
-  size_t queued = pages.size();
+  im.active = true;
+  return Status::OK();
+}
+
+Status PageReader::Prefetch(std::span<const PageRef> pages) {
+  Impl& im = *impl_;
+  if (im.has_next) return Status::InvalidArgument("PageReader: a read is prefetched already");
+  RAMP_RETURN_IF_ERROR(im.Plan(pages, &im.next_queue));
+  im.next_pages.assign(pages.begin(), pages.end());
+  im.next_queued = pages.size();
+  im.has_next = true;
+  return Status::OK();
+}
+
+bool PageReader::prefetched() const {
+  return impl_->has_next;
+}
+
+bool PageReader::all_sent() const {
+  return impl_->queued == 0;
+}
+
+Status PageReader::BeginPrefetched() {
+  Impl& im = *impl_;
+  if (!im.has_next) return Status::InvalidArgument("PageReader: no read is prefetched");
+  if (im.active) {
+    return Status::InvalidArgument("PageReader: the current read has pages left to deliver");
+  }
+  im.ReleaseHeld();
+  im.pages = std::move(im.next_pages);
+  im.queue = std::move(im.next_queue);
+  im.queued = im.next_queued;
+  im.next_pages.clear();
+  im.next_queue.clear();
+  im.next_queued = 0;
+  im.has_next = false;
+  // Its batches in flight and those that completed are the current read's now.
+  for (auto& [id, b] : im.in_flight) b.next = false;
+  for (Impl::Stashed& sb : im.stash) sb.batch.next = false;
+  im.active = true;
+  return Status::OK();
+}
+
+void PageReader::Impl::DropNext() {
+  has_next = false;
+  next_pages.clear();
+  next_queue.clear();
+  next_queued = 0;
+  for (Stashed& sb : stash) free_slots.push_back(sb.batch.slot);
+  stash.clear();
+}
+
+Status PageReader::Impl::Issue(bool* did) {
   Status st;
-  while (st.ok() && (queued > 0 || !im.in_flight.empty())) {
+  // The prefetched read's pages once every page of the current read was sent.
+  const bool next = queued == 0 && has_next;
+  std::vector<std::deque<size_t>>& queue = next ? next_queue : this->queue;
+  size_t& queued = next ? next_queued : this->queued;
+  const std::vector<PageRef>& pages = next ? next_pages : this->pages;
+  for (size_t node = 0; st.ok() && node < queue.size(); node++) {
+    while (st.ok() && !queue[node].empty() && !free_slots.empty()) {
+      Conn* best = nullptr;
+      for (auto& c : conns[node]) {
+        if (c.in_flight >= options.batches_in_flight) continue;
+        if (best == nullptr || c.in_flight < best->in_flight) best = &c;
+      }
+      if (best == nullptr) break;
+      if (!best->channel.is_open()) {
+        st = Open(best);
+        if (!st.ok()) break;
+      }
+      Batch b;
+      b.next = next;
+      b.slot = free_slots.back();
+      free_slots.pop_back();
+      uint64_t off = static_cast<uint64_t>(b.slot) * slot_bytes;
+      while (!queue[node].empty() && b.items.size() < static_cast<size_t>(options.batch_pages)) {
+        const size_t i = queue[node].front();
+        queue[node].pop_front();
+        queued--;
+        const PageRef& p = pages[i];
+        b.items.push_back({{p.part, p.page_no, p.epoch}, p.length, off});
+        b.indices.push_back(i);
+        off += p.length;
+      }
+      const uint64_t id = next_id++;
+      st = Send(best, b, id, flags);
+      if (!st.ok()) {
+        st = st.Annotate("page reader: sending to " +
+                         cluster->NodeName(static_cast<uint32_t>(node)));
+        free_slots.push_back(b.slot);
+        break;
+      }
+      auto pos = std::find(batch_conn.begin(), batch_conn.end(), best);
+      if (pos == batch_conn.end()) pos = batch_conn.insert(batch_conn.end(), best);
+      b.conn = static_cast<size_t>(pos - batch_conn.begin());
+      best->in_flight++;
+      in_flight.emplace(id, std::move(b));
+      *did = true;
+    }
+  }
+  return st;
+}
+
+Status PageReader::NextBatch(const Sink& sink, bool* done) {
+  Impl& im = *impl_;
+  im.ReleaseHeld();
+  *done = false;
+  if (!im.active) {
+    *done = true;
+    return Status::OK();
+  }
+  Status st;
+  // A batch of this read that completed while it was the prefetched one.
+  for (auto it = im.stash.begin(); it != im.stash.end(); ++it) {
+    if (it->batch.next) continue;
+    Impl::Stashed sb = std::move(*it);
+    im.stash.erase(it);
+    im.held_slot = sb.batch.slot;
+    const Impl::Batch& b = sb.batch;
+    for (size_t i = 0; st.ok() && i < b.items.size(); i++) {
+      const uint8_t* data = nullptr;
+      if (sb.status[i].ok()) {
+        data = im.slot_bufs[static_cast<size_t>(b.slot)] +
+               (b.items[i].dest_offset - static_cast<uint64_t>(b.slot) * im.slot_bytes);
+        im.stats.pages++;
+        im.stats.bytes += b.items[i].length;
+      } else {
+        im.stats.page_errors++;
+      }
+      st = sink(b.indices[i], sb.status[i], data, b.items[i].length);
+    }
+    if (st.ok()) return st;
+    break;
+  }
+  Waiter waiter(*im.context, &im.doorbells);
+  while (st.ok()) {
+    // Sends what it can first: a prefetched read's pages too, once this read's were sent.
     bool did = false;
-    // Issue batches while slots and connection depth allow.
-    for (size_t node = 0; st.ok() && node < queue.size(); node++) {
-      while (st.ok() && !queue[node].empty() && !im.free_slots.empty()) {
-        Impl::Conn* best = nullptr;
-        for (auto& c : im.conns[node]) {
-          if (c.in_flight >= im.options.batches_in_flight) continue;
-          if (best == nullptr || c.in_flight < best->in_flight) best = &c;
-        }
-        if (best == nullptr) break;
-        if (!best->channel.is_open()) {
-          st = im.Open(best);
-          if (!st.ok()) break;
-        }
-        Impl::Batch b;
-        b.slot = im.free_slots.back();
-        im.free_slots.pop_back();
-        uint64_t off = static_cast<uint64_t>(b.slot) * im.slot_bytes;
-        while (!queue[node].empty() &&
-               b.items.size() < static_cast<size_t>(im.options.batch_pages)) {
-          const size_t i = queue[node].front();
-          queue[node].pop_front();
-          queued--;
-          const PageRef& p = pages[i];
-          b.items.push_back({{p.part, p.page_no, p.epoch}, p.length, off});
-          b.indices.push_back(i);
-          off += p.length;
-        }
-        const uint64_t id = im.next_id++;
-        st = im.Send(best, b, id, flags);
-        if (!st.ok()) {
-          st = st.Annotate("page reader: sending to " + cl.NodeName(static_cast<uint32_t>(node)));
-          im.free_slots.push_back(b.slot);
-          break;
-        }
-        auto pos = std::find(im.batch_conn.begin(), im.batch_conn.end(), best);
-        if (pos == im.batch_conn.end()) pos = im.batch_conn.insert(im.batch_conn.end(), best);
-        b.conn = static_cast<size_t>(pos - im.batch_conn.begin());
-        best->in_flight++;
-        im.in_flight.emplace(id, std::move(b));
-        did = true;
+    st = im.Issue(&did);
+    if (!st.ok()) break;
+    bool current = false;  // a batch of this read is in flight
+    for (const auto& [id, b] : im.in_flight) current |= !b.next;
+    if (im.queued == 0 && !current) {
+      im.active = false;
+      *done = true;
+      return Status::OK();
+    }
+    bool got = false;
+    for (Impl::Conn* c : im.all_conns) {
+      if (c->channel.is_open() && c->in_flight > 0) {
+        st = im.Progress(c, &did, &sink, false, true, &got);
+        if (!st.ok() || got) break;
       }
     }
-    for (Impl::Conn* c : im.all_conns) {
-      if (!st.ok()) break;
-      if (c->channel.is_open() && c->in_flight > 0) st = im.Progress(c, &did, &sink, false);
-    }
-    if (!st.ok()) break;
+    if (!st.ok() || got) break;
     st = waiter.Next(did, [&] {
       return "page reads did not complete within " +
              std::to_string(im.context->options.timeout_ms) + " ms";
     });
   }
-  if (!st.ok()) im.Drain();
+  if (!st.ok()) {
+    im.ReleaseHeld();
+    im.Drain();
+    im.DropNext();
+    im.active = false;
+    im.queued = 0;
+    im.queue.clear();
+  }
   return st;
+}
+
+void PageReader::End() {
+  Impl& im = *impl_;
+  im.ReleaseHeld();
+  const bool pending = im.active || im.has_next || !im.stash.empty();
+  im.active = false;
+  im.queued = 0;
+  im.queue.clear();
+  if (!pending) return;
+  // Batches still in flight land in their slots: wait for them (Drain). A prefetched read is
+  // dropped with them.
+  if (!im.in_flight.empty()) im.Drain();
+  im.DropNext();
 }
 
 }  // namespace ramp

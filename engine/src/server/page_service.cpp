@@ -453,8 +453,19 @@ void PageService::Finish(Active& a) {
   for (size_t i = 0; i < items.size(); i++) {
     reply.results[i].item = items[i];
     reply.results[i].status = a.status[i];
-    if (a.status[i].ok())
-      out->writes.push_back({buf + a.at[i], items[i].dest_offset, items[i].length});
+    if (!a.status[i].ok()) continue;
+    // Items next to each other in the staging buffer and at the destination (a page
+    // reader asks for consecutive pages at consecutive offsets) go as one write: one
+    // one-sided operation per run of pages instead of one per page.
+    if (!out->writes.empty()) {
+      OneSidedReply::Write& last = out->writes.back();
+      if (last.local + last.len == buf + a.at[i] &&
+          last.offset + last.len == items[i].dest_offset) {
+        last.len += items[i].length;
+        continue;
+      }
+    }
+    out->writes.push_back({buf + a.at[i], items[i].dest_offset, items[i].length});
   }
   protocol::EncodeHeader(
       protocol::ReplyTo(a.job.request, a.job.clock, static_cast<uint32_t>(items.size())),
