@@ -572,5 +572,25 @@ TEST_F(ClientApiTest, PrefetchedRowsBelongToTheirStatement) {
   EXPECT_EQ(r->Prefetched(1, 5), nullptr);
 }
 
+// Two index scans of one statement (a self-join over one ramp_hash index) read the same row
+// ahead; the one that moves on to its next key forgets it, the other still finds it.
+TEST_F(ClientApiTest, APrefetchedRowStaysUntilEveryPrefetchOfItIsForgotten) {
+  auto c = Open();
+  auto r = c->NewReadSession();
+  r->SetStatement(StatementTag{31, 0}, Timestamp());
+  r->Prefetch(1, 5, Timestamp{9, 9}, true, "row");
+  r->Prefetch(1, 5, Timestamp{9, 9}, true, "row");
+  r->Unprefetch(1, 5);
+  const PrefetchedRow* p = r->Prefetched(1, 5);
+  ASSERT_NE(p, nullptr) << "one scan's Unprefetch dropped the row the other read ahead";
+  EXPECT_EQ(p->value, "row");
+  r->Unprefetch(1, 5);
+  EXPECT_EQ(r->Prefetched(1, 5), nullptr);
+  r->Unprefetch(1, 5);  // more forgets than prefetches: nothing to do
+  r->Prefetch(1, 5, Timestamp{9, 9}, true, "row");
+  r->Unprefetch(1, 5);
+  EXPECT_EQ(r->Prefetched(1, 5), nullptr);
+}
+
 }  // namespace
 }  // namespace ramp::testing

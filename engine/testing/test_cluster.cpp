@@ -55,6 +55,19 @@ Status WriteFile(const std::string& path, const std::string& text) {
 }  // namespace
 
 Status TestCluster::Start(const TestClusterOptions& options, std::unique_ptr<TestCluster>* out) {
+  // FreePort's port can be taken (by another test's outgoing connection, under ctest -j2)
+  // before rampd binds it: the node then exits with "Address already in use". Start again
+  // on new ports; any other failure is the test's.
+  Status s;
+  for (int attempt = 0; attempt < 4; attempt++) {
+    s = StartOnce(options, out);
+    if (s.ok() || s.message().find("Address already in use") == std::string::npos) return s;
+  }
+  return s;
+}
+
+Status TestCluster::StartOnce(const TestClusterOptions& options,
+                              std::unique_ptr<TestCluster>* out) {
   std::unique_ptr<TestCluster> c(new TestCluster());
   c->options_ = options;
   char tmpl[] = "/tmp/ramp-itest-XXXXXX";

@@ -65,6 +65,7 @@ class TestCluster {
   pid_t pid(int node) const { return nodes_[node].pid; }
 
  private:
+  static Status StartOnce(const TestClusterOptions& options, std::unique_ptr<TestCluster>* out);
   struct NodeProc {
     transport::Endpoint tcp;
     transport::Endpoint shm;

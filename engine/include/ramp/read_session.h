@@ -69,6 +69,9 @@ struct PrefetchedRow {
   Timestamp ts;
   bool live = false;  // false: the row's latest version is a deletion (or it never existed)
   std::string value;
+  // Prefetches of the row not yet forgotten (Unprefetch): two index scans of one statement
+  // (a self-join) may read ahead the same row, and one moving on must not drop the other's.
+  uint32_t holders = 1;
 };
 
 class ReadSession {
@@ -105,6 +108,7 @@ class ReadSession {
   const PrefetchedRow* Prefetched(KeyspaceId keyspace, uint64_t rowid) const;
   // Forgets a prefetched row its reader is done with (an index scan that moved to its next
   // key): the table stays small, and its lookups cache-friendly, over a long nested loop.
+  // The row stays while another prefetch of it has not been forgotten.
   void Unprefetch(KeyspaceId keyspace, uint64_t rowid);
 
   struct State;  // engine/src/client/read_session.cpp

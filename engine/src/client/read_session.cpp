@@ -501,13 +501,16 @@ void ReadSession::Prefetch(KeyspaceId keyspace, uint64_t rowid, const Timestamp&
     s.prefetched_bytes = 0;
   }
   s.prefetched_bytes += bytes;
-  s.prefetched[RowRef{keyspace, rowid}] = PrefetchedRow{ts, live, std::move(value)};
+  auto [it, inserted] = s.prefetched.try_emplace(RowRef{keyspace, rowid});
+  const uint32_t holders = inserted ? 1 : it->second.holders + 1;
+  it->second = PrefetchedRow{ts, live, std::move(value), holders};
 }
 
 void ReadSession::Unprefetch(KeyspaceId keyspace, uint64_t rowid) {
   State& s = *state_;
   auto it = s.prefetched.find(RowRef{keyspace, rowid});
   if (it == s.prefetched.end()) return;
+  if (--it->second.holders > 0) return;
   const size_t bytes = it->second.value.size() + 64;
   s.prefetched_bytes -= std::min(bytes, s.prefetched_bytes);
   s.prefetched.erase(it);

@@ -748,7 +748,11 @@ Status Scanner::State::FillRows(bool* done) {
       }
       const size_t one[] = {cur};
       RAMP_RETURN_IF_ERROR(OpenAt(one, false));
-      from = to;
+      // From the last round's head page on: compaction appends its relocated records to the
+      // open head page while it has room, and that page may have been copied before them
+      // (batches complete out of order; the head page was read before the retired one).
+      // Keys read twice are dropped by the decided set.
+      from = to == 0 ? 0 : to - 1;
       to = info[cur].page_count;
       RAMP_RETURN_IF_ERROR(BeginRound());
       continue;
