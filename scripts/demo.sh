@@ -83,9 +83,11 @@ move_partitions() {
 owners_before=$(pg -X -q -At -d bench -c "SELECT string_agg(owner::text, ',' ORDER BY bucket) FROM ramp.partitions() WHERE relation = 'pgbench_accounts'::regclass AND bucket < 4")
 move_partitions > "$work/moves.out" 2>&1 &
 mover=$!
-tpcb_out=$({ pgb -c 4 -j 2 -T 10 2>&1 || true; })
+tpcb_out=$({ pgb -c 4 -j 2 -T 10 --verbose-errors 2>&1 || true; })
 wait "$mover" || true
 cat "$work/moves.out"
+# A transaction that failed says why (pgbench --verbose-errors).
+echo "$tpcb_out" | grep -E "got an error|aborted" | head -n 5 || true
 owners_after=$(pg -X -q -At -d bench -c "SELECT string_agg(owner::text, ',' ORDER BY bucket) FROM ramp.partitions() WHERE relation = 'pgbench_accounts'::regclass AND bucket < 4")
 echo "owners of pgbench_accounts buckets 0-3: before $owners_before, after $owners_after (moved during TPC-B)"
 pg -d bench -c "SELECT relation, bucket, source, target, phase, bytes_copied, bytes_total FROM ramp.migrations ORDER BY started LIMIT 4" | sed 's/^/  /' || true
