@@ -196,29 +196,13 @@ class SharedAddressCache final : public AddressCache {
   }
 
   void Store(KeyspaceId keyspace, std::string_view key, const OneSidedAddress& a) override {
-    const uint64_t h = HashKey(keyspace, key);
-    const uint64_t tag = h | 1;
-    SharedEntry* set = SetOf(h);
-    // The key's own entry, else an empty one, else a victim chosen by the number of stores
-    // so far (cheap, and spreads evictions over the ways).
-    SharedEntry* target = nullptr;
-    for (size_t w = 0; w < kWays && target == nullptr; w++) {
-      if (set[w].tag.load(std::memory_order_relaxed) == tag) target = &set[w];
-    }
-    for (size_t w = 0; w < kWays && target == nullptr; w++) {
-      if (set[w].tag.load(std::memory_order_relaxed) == 0) target = &set[w];
-    }
-    const uint64_t n = header_->stores.fetch_add(1, std::memory_order_relaxed);
-    if (target == nullptr) target = &set[(n ^ (h >> 32)) % kWays];
-    uint64_t s = 0;
-    if (!BeginWrite(*target, &s)) return;  // another process is writing it: skip, a hint
-    target->tag.store(tag, std::memory_order_relaxed);
-    target->node_length.store((uint64_t{a.node} << 32) | a.length, std::memory_order_relaxed);
-    target->instance.store(a.instance, std::memory_order_relaxed);
-    target->placement_epoch.store(a.placement_epoch, std::memory_order_relaxed);
-    target->offset.store(a.offset, std::memory_order_relaxed);
-    target->record_epoch.store(a.record_epoch, std::memory_order_relaxed);
-    target->seq.store(s + 2, std::memory_order_release);
+    Write(HashKey(keyspace, key), [&](SharedEntry& e) {
+      e.node_length.store((uint64_t{a.node} << 32) | a.length, std::memory_order_relaxed);
+      e.instance.store(a.instance, std::memory_order_relaxed);
+      e.placement_epoch.store(a.placement_epoch, std::memory_order_relaxed);
+      e.offset.store(a.offset, std::memory_order_relaxed);
+      e.record_epoch.store(a.record_epoch, std::memory_order_relaxed);
+    });
   }
 
   void Prefetch(KeyspaceId keyspace, std::string_view key) override {
@@ -318,8 +302,9 @@ class SharedAddressCache final : public AddressCache {
   static constexpr KeyspaceId kGroupSalt = 0x6772707300000000ull;  // "grps"
   SharedEntry* SetOf(uint64_t h) const { return entries_ + (h & (header_->sets - 1)) * kWays; }
 
-  // Store's placement of an entry (its own, an empty one, else a victim), with `fill` writing
-  // the data words under the entry's sequence counter.
+  // Places an entry: the key's own, else an empty one, else a victim chosen by the number of
+  // stores so far (cheap, and spreads evictions over the ways); `fill` writes the data words
+  // under the entry's sequence counter.
   template <typename Fill>
   void Write(uint64_t h, Fill fill) {
     const uint64_t tag = h | 1;

@@ -116,6 +116,14 @@ struct PageReader::Impl {
   Status Send(Conn* c, const Batch& b, uint64_t id, uint8_t flags);
   // Takes the replies that arrived on c (at most one with hold: its slot is kept in
   // held_slot instead of freed, and *got is set).
+  // A READ_PAGES reply's body, decoded: one result per page of batch b.
+  static Status DecodeReply(const protocol::Header& h, std::string_view body, const Batch& b,
+                            protocol::ReadPagesReply* reply);
+  // Where page i of batch b landed in the batch's slot.
+  const uint8_t* PageData(const Batch& b, size_t i) const {
+    return slot_bufs[static_cast<size_t>(b.slot)] +
+           (b.items[i].dest_offset - static_cast<uint64_t>(b.slot) * slot_bytes);
+  }
   Status Progress(Conn* c, bool* did, const Sink* sink, bool discard, bool hold = false,
                   bool* got = nullptr);
   // Sends batches while slots and connection depth allow.
@@ -211,6 +219,17 @@ Status PageReader::Impl::Send(Conn* c, const Batch& b, uint64_t id, uint8_t flag
   return c->channel.Send(protocol::Op::kReadPages, static_cast<uint32_t>(b.items.size()), id, body);
 }
 
+Status PageReader::Impl::DecodeReply(const protocol::Header& h, std::string_view body,
+                                     const Batch& b, protocol::ReadPagesReply* reply) {
+  RAMP_RETURN_IF_ERROR(protocol::DecodeErrorReply(h, body));
+  RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, reply));
+  if (reply->results.size() != b.items.size()) {
+    return Status::Corruption("READ_PAGES reply carries " + std::to_string(reply->results.size()) +
+                              " pages, " + std::to_string(b.items.size()) + " were asked for");
+  }
+  return Status::OK();
+}
+
 Status PageReader::Impl::Progress(Conn* c, bool* did, const Sink* sink, bool discard, bool hold,
                                   bool* got) {
   transport::Connection* conn = c->channel.conn();
@@ -242,21 +261,11 @@ Status PageReader::Impl::Progress(Conn* c, bool* did, const Sink* sink, bool dis
       // A batch of the prefetched read: checked now, delivered after BeginPrefetched.
       const std::string_view body = bytes.substr(protocol::kHeaderBytes);
       Stashed sb;
-      st = protocol::DecodeErrorReply(h, body);
       protocol::ReadPagesReply reply;
-      if (st.ok()) st = protocol::Decode(body, h.count, &reply);
-      if (st.ok() && reply.results.size() != b.items.size()) {
-        st = Status::Corruption("READ_PAGES reply carries " + std::to_string(reply.results.size()) +
-                                " pages, " + std::to_string(b.items.size()) + " were asked for");
-      }
+      st = DecodeReply(h, body, b, &reply);
       for (size_t i = 0; st.ok() && i < b.items.size(); i++) {
         const PageReadResult& r = reply.results[i];
-        const uint8_t* data = nullptr;
-        if (r.status.ok()) {
-          data = slot_bufs[static_cast<size_t>(b.slot)] +
-                 (b.items[i].dest_offset - static_cast<uint64_t>(b.slot) * slot_bytes);
-        }
-        st = CheckPageReply(b.items[i], r, data);
+        st = CheckPageReply(b.items[i], r, r.status.ok() ? PageData(b, i) : nullptr);
         sb.status.push_back(r.status);
       }
       stats.batches++;
@@ -277,20 +286,11 @@ Status PageReader::Impl::Progress(Conn* c, bool* did, const Sink* sink, bool dis
     }
     stats.batches++;
     const std::string_view body = bytes.substr(protocol::kHeaderBytes);
-    st = protocol::DecodeErrorReply(h, body);
     protocol::ReadPagesReply reply;
-    if (st.ok()) st = protocol::Decode(body, h.count, &reply);
-    if (st.ok() && reply.results.size() != b.items.size()) {
-      st = Status::Corruption("READ_PAGES reply carries " + std::to_string(reply.results.size()) +
-                              " pages, " + std::to_string(b.items.size()) + " were asked for");
-    }
+    st = DecodeReply(h, body, b, &reply);
     for (size_t i = 0; st.ok() && !discard && i < b.items.size(); i++) {
       const PageReadResult& r = reply.results[i];
-      const uint8_t* data = nullptr;
-      if (r.status.ok()) {
-        data = slot_bufs[static_cast<size_t>(b.slot)] +
-               (b.items[i].dest_offset - static_cast<uint64_t>(b.slot) * slot_bytes);
-      }
+      const uint8_t* data = r.status.ok() ? PageData(b, i) : nullptr;
       st = CheckPageReply(b.items[i], r, data);
       if (!st.ok()) break;
       if (r.status.ok()) {
@@ -515,8 +515,7 @@ Status PageReader::NextBatch(const Sink& sink, bool* done) {
     for (size_t i = 0; st.ok() && i < b.items.size(); i++) {
       const uint8_t* data = nullptr;
       if (sb.status[i].ok()) {
-        data = im.slot_bufs[static_cast<size_t>(b.slot)] +
-               (b.items[i].dest_offset - static_cast<uint64_t>(b.slot) * im.slot_bytes);
+        data = im.PageData(b, i);
         im.stats.pages++;
         im.stats.bytes += b.items[i].length;
       } else {
