@@ -57,6 +57,14 @@ class ClientApiTest : public ::testing::Test {
     EXPECT_TRUE(st.ok()) << st.ToString();
     return out;
   }
+  // Polls until a kLatest read of row `id` returns `value`: a commit reached the row's node.
+  static void AwaitLatest(Client& c, const KeyspaceRef& ks, uint64_t id, std::string_view value) {
+    for (;;) {
+      auto probe = c.NewReadSession();
+      if (Read(*probe, ks, {id}, RowReads::kLatest)[0].value == value) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
 
   static std::unique_ptr<TestCluster> cluster_;
 };
@@ -432,11 +440,7 @@ TEST_F(ClientApiTest, AStatementReadsAroundACommitItMetHalfDone) {
     ASSERT_TRUE(slow->Write(w).ok());
   });
   // Until node 0 has the commit.
-  for (;;) {
-    auto probe = reader->NewReadSession();
-    if (Read(*probe, table, {first}, RowReads::kLatest)[0].value == "new") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  AwaitLatest(*reader, table, first, "new");
   auto r = reader->NewReadSession();
   r->SetStatement(StatementTag{25, 0}, reader->Begin()->SnapshotNow());  // after the commit's ts
   const std::string before = Read(*r, table, {second}, RowReads::kStatement)[0].value;
@@ -533,11 +537,7 @@ TEST_F(ClientApiTest, APartitionWithAnUndecidedTransactionIsNotClosed) {
     }
     ASSERT_TRUE(slow->Write(w).ok());
   });
-  for (;;) {
-    auto probe = reader->NewReadSession();
-    if (Read(*probe, table, {on_node0}, RowReads::kLatest)[0].value == "new") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  AwaitLatest(*reader, table, on_node0, "new");
   const auto seen = std::chrono::steady_clock::now();
   auto r = reader->NewReadSession();
   r->SetStatement(StatementTag{41, 0}, reader->Begin()->SnapshotNow());  // after the commit's ts
