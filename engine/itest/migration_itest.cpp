@@ -488,6 +488,16 @@ void HoldIntent(const TestCluster& tc, KeyspaceId ks, HeldIntent* h) {
   ASSERT_EQ(res.outcome, IntentResult::Outcome::kGranted);
 }
 
+// A commits "vA" to k and releases its intents: the waiting B is granted k, with A's value.
+void ReleaseToWaiter(HeldIntent& h, KeyspaceId ks, IntentWaiter& b) {
+  ASSERT_TRUE(Put(h.a.get(), ks, h.k, "vA").ok());
+  h.a->ReleaseIntents(h.ra.owner);
+  b.Join();
+  ASSERT_TRUE(b.status.ok()) << b.status.ToString();
+  ASSERT_EQ(b.result.outcome, IntentResult::Outcome::kGranted);
+  EXPECT_EQ(b.result.value, "vA");
+}
+
 // Write intents move with a partition (issue 11 / issue 16 item 1): txn A holds an intent on
 // k; k's partition moves to node 2; txn B asks for k at the new owner and must wait until A
 // commits, then sees A's value; A's release reaches the server that holds the intent.
@@ -501,12 +511,7 @@ TEST_F(MigrationTest, AnIntentHeldAcrossAMoveStillMakesTheNextWriterWait) {
   // B must still wait (a slow machine can only hide the bug here, never fake it).
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_FALSE(b.granted.load()) << "B was granted k at the new owner while A holds it";
-  ASSERT_TRUE(Put(h.a.get(), ks, h.k, "vA").ok());  // A commits, then releases its intents
-  h.a->ReleaseIntents(h.ra.owner);
-  b.Join();
-  ASSERT_TRUE(b.status.ok()) << b.status.ToString();
-  ASSERT_EQ(b.result.outcome, IntentResult::Outcome::kGranted);
-  EXPECT_EQ(b.result.value, "vA");
+  ASSERT_NO_FATAL_FAILURE(ReleaseToWaiter(h, ks, b));
 }
 
 // A request queued at the source when the partition moves is answered MOVED there and queues
@@ -523,12 +528,7 @@ TEST_F(MigrationTest, AWriterQueuedAtTheSourceWhenItMovesWaitsOnAtTheNewOwner) {
   ASSERT_EQ(Owners(h.admin.get(), h.p), std::vector<uint32_t>{2});
   EXPECT_TRUE(AwaitQueued(h.admin.get(), 2, ob)) << "B did not queue again at the new owner";
   EXPECT_FALSE(b.granted.load()) << "B was granted k while A holds it";
-  ASSERT_TRUE(Put(h.a.get(), ks, h.k, "vA").ok());
-  h.a->ReleaseIntents(h.ra.owner);
-  b.Join();
-  ASSERT_TRUE(b.status.ok()) << b.status.ToString();
-  ASSERT_EQ(b.result.outcome, IntentResult::Outcome::kGranted);
-  EXPECT_EQ(b.result.value, "vA");
+  ASSERT_NO_FATAL_FAILURE(ReleaseToWaiter(h, ks, b));
   h.b->ReleaseIntents(rb.owner);
 }
 
@@ -566,12 +566,7 @@ TEST_F(MigrationTest, AnIntentMovesThereAndBackAndIsReleasedWhereItWasAsked) {
   IntentWaiter b(h.b.get(), rb);
   ASSERT_TRUE(AwaitQueued(h.admin.get(), 1, ob)) << "B was not made to wait after the move back";
   EXPECT_FALSE(b.granted.load());
-  ASSERT_TRUE(Put(h.a.get(), ks, h.k, "vA").ok());
-  h.a->ReleaseIntents(h.ra.owner);
-  b.Join();
-  ASSERT_TRUE(b.status.ok()) << b.status.ToString();
-  ASSERT_EQ(b.result.outcome, IntentResult::Outcome::kGranted);
-  EXPECT_EQ(b.result.value, "vA");
+  ASSERT_NO_FATAL_FAILURE(ReleaseToWaiter(h, ks, b));
   h.b->ReleaseIntents(rb.owner);
 }
 
