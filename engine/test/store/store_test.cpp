@@ -454,15 +454,18 @@ TEST_F(RampStoreTest, WriteCommittedInstallsAndCommitsAtOnce) {
   EXPECT_EQ(store_->stats().prepared_txns, 0u);
 }
 
+// A grouped key: the group's length (2 bytes, big-endian), the group, then the entry's suffix
+// (the client's EncodeGroupKey, spelled out: the store links no client code).
+std::string group_key(std::string_view group, std::string_view suffix) {
+  std::string k;
+  k.push_back(static_cast<char>(group.size() >> 8));
+  k.push_back(static_cast<char>(group.size()));
+  k.append(group);
+  k.append(suffix);
+  return k;
+}
+
 TEST_F(RampStoreTest, GetGroupReturnsTheLiveEntriesOfOneGroup) {
-  auto group_key = [](std::string_view group, std::string_view suffix) {
-    std::string k;
-    k.push_back(static_cast<char>(group.size() >> 8));
-    k.push_back(static_cast<char>(group.size()));
-    k.append(group);
-    k.append(suffix);
-    return k;
-  };
   const uint8_t kGrouped = kWriteGrouped;
   Put(Ts(10), group_key("red", "1"), "r1", Part(), kGrouped);
   Put(Ts(11), group_key("red", "2"), "r2", Part(), kGrouped);
@@ -490,14 +493,6 @@ TEST_F(RampStoreTest, GetGroupReturnsTheLiveEntriesOfOneGroup) {
 // offset still holds the value): changed by every commit in the partition, not by a PREPARE
 // or an ABORT, zero once the partition stops serving, a new generation when it serves again.
 TEST_F(RampStoreTest, GroupVersionChangesBeforeWhatGetGroupReturns) {
-  auto group_key = [](std::string_view group, std::string_view suffix) {
-    std::string k;
-    k.push_back(static_cast<char>(group.size() >> 8));
-    k.push_back(static_cast<char>(group.size()));
-    k.append(group);
-    k.append(suffix);
-    return k;
-  };
   auto word = [&](const GroupVersion& v) {
     uint64_t w = 0;
     std::memcpy(&w, store_->arena_base() + v.offset, sizeof(w));
