@@ -353,7 +353,7 @@ bool SequentialScanReadsPages(uint64_t row_id_blocks) {
 
 TableScanDesc ScanBegin(Relation rel, Snapshot snapshot, int nkeys, struct ScanKeyData* key,
                         ParallelTableScanDesc pscan, uint32 flags) {
-  return Boundary([&] {
+  TableScanDesc result = Boundary([&] {
     if (nkeys > 0) {
       throw SqlError(ERRCODE_FEATURE_NOT_SUPPORTED, "scan keys are not supported by ramp tables");
     }
@@ -378,6 +378,9 @@ TableScanDesc ScanBegin(Relation rel, Snapshot snapshot, int nkeys, struct ScanK
     scan->state = OwnInCurrentContext(std::move(state));
     return reinterpret_cast<TableScanDesc>(scan);
   });
+  // pg_stat_user_tables.seq_scan, as heap counts it (initscan: at the start and every rescan).
+  if (flags & SO_TYPE_SEQSCAN) pgstat_count_heap_scan(rel);
+  return result;
 }
 
 void ScanEnd(TableScanDesc scan) {
@@ -394,6 +397,7 @@ void ScanRescan(TableScanDesc scan, struct ScanKeyData* key, bool set_params, bo
     s.Restart();
     s.vis = VisibilityOf(scan->rs_snapshot);
   });
+  if (scan->rs_flags & SO_TYPE_SEQSCAN) pgstat_count_heap_scan(scan->rs_rd);
   auto* r = reinterpret_cast<RampScanDesc*>(scan);
   r->sample_started = false;
 }
@@ -425,8 +429,13 @@ bool ScanGetNextSlot(TableScanDesc scan, ScanDirection direction, TupleTableSlot
     MarkWriter(slot, writer);
     return true;
   });
-  if (!found) ExecClearTuple(slot);
-  return found;
+  if (!found) {
+    ExecClearTuple(slot);
+    return false;
+  }
+  // pg_stat_user_tables.seq_tup_read (heap counts every row its scans hand out).
+  pgstat_count_heap_getnext(scan->rs_rd);
+  return true;
 }
 
 Size ParallelScanEstimate(Relation rel) {

@@ -216,12 +216,27 @@ Session::KeyspaceSize Session::SizeOf(ramp::KeyspaceId ks, std::chrono::millisec
   if (sizes_at_ == std::chrono::steady_clock::time_point{} || now - sizes_at_ > max_age) {
     std::vector<ramp::PartitionStatus> partitions;
     Check(client().Partitions(&partitions), "reading the partition table");
-    sizes_.clear();
+    std::unordered_map<ramp::KeyspaceId, KeyspaceSize> fresh;
     for (const ramp::PartitionStatus& p : partitions) {
-      KeyspaceSize& size = sizes_[p.id.keyspace];
+      KeyspaceSize& size = fresh[p.id.keyspace];
       size.keys += p.keys;
       size.bytes += p.bytes;
     }
+    // Own commits since the last refresh: at least what the cache counted for them (which
+    // includes them), or, with no cache before, the rows committed (AddOwnRows).
+    const bool had_cache = sizes_at_ != std::chrono::steady_clock::time_point{};
+    for (const auto& [id, own] : own_since_refresh_) {
+      KeyspaceSize floor = own;
+      if (had_cache) {
+        auto old = sizes_.find(id);
+        floor = old == sizes_.end() ? own : old->second;
+      }
+      KeyspaceSize& size = fresh[id];
+      size.keys = std::max(size.keys, floor.keys);
+      size.bytes = std::max(size.bytes, floor.bytes);
+    }
+    own_since_refresh_.clear();
+    sizes_ = std::move(fresh);
     sizes_at_ = now;
   }
   auto it = sizes_.find(ks);

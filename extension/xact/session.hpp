@@ -81,8 +81,16 @@ class Session {
     uint64_t bytes = 0;
   };
   KeyspaceSize SizeOf(ramp::KeyspaceId ks, std::chrono::milliseconds max_age);
+  // The servers apply a COMMIT after acknowledging it (early acknowledgement), so a refresh
+  // right after this backend's commit may not count its rows yet: a table loaded and then
+  // planned at once read as empty for up to max_age (and got the plans of an empty table).
+  // The rows this backend committed since the last refresh are a floor for the next one.
   void AddOwnRows(ramp::KeyspaceId ks, uint64_t rows, uint64_t bytes) {
-    if (sizes_at_ == std::chrono::steady_clock::time_point{} || rows == 0) return;
+    if (rows == 0) return;
+    KeyspaceSize& floor = own_since_refresh_[ks];
+    floor.keys += rows;
+    floor.bytes += bytes;
+    if (sizes_at_ == std::chrono::steady_clock::time_point{}) return;
     KeyspaceSize& size = sizes_[ks];
     size.keys += rows;
     size.bytes += bytes;
@@ -105,6 +113,7 @@ class Session {
   ramp::Timestamp last_own_commit_;
   int64_t nested_start_ = 0;
   std::unordered_map<ramp::KeyspaceId, KeyspaceSize> sizes_;
+  std::unordered_map<ramp::KeyspaceId, KeyspaceSize> own_since_refresh_;
   std::chrono::steady_clock::time_point sizes_at_{};
 };
 

@@ -418,6 +418,23 @@ RESET max_parallel_workers_per_gather;
 DROP TABLE pw_ramp, pw_heap;
 DROP FUNCTION plan_cost(text);
 
+-- Scan statistics (pg_stat_user_tables): sequential scans and the rows they return are
+-- counted as for heap, on the same table contents and queries.
+CREATE TABLE st_ramp (id int, v text) USING ramp;
+CREATE TABLE st_heap (id int, v text) USING heap;
+INSERT INTO st_ramp SELECT i, 'v' || i FROM generate_series(1, 300) i;
+INSERT INTO st_heap SELECT i, 'v' || i FROM generate_series(1, 300) i;
+SELECT count(*) FROM st_ramp;
+SELECT count(*) FROM st_heap;
+SELECT count(*) FROM st_ramp WHERE id % 3 = 0;
+SELECT count(*) FROM st_heap WHERE id % 3 = 0;
+SELECT pg_stat_force_next_flush();
+SELECT r.seq_scan AS ramp_scans, h.seq_scan AS heap_scans,
+       r.seq_tup_read AS ramp_rows_read, h.seq_tup_read AS heap_rows_read
+  FROM pg_stat_user_tables r, pg_stat_user_tables h
+ WHERE r.relname = 'st_ramp' AND h.relname = 'st_heap';
+DROP TABLE st_ramp, st_heap;
+
 DROP TABLE scan_ramp, scan_heap, probe;
 DROP FUNCTION estimated_rows(text);
 DROP FUNCTION twin_diff(text, text, text);
