@@ -105,6 +105,18 @@ void RelationEstimateSize(Relation rel, int32* attr_widths, BlockNumber* pages, 
     npages = 10;  // heap's guess for a table never analyzed
     ntuples = npages * kRowsPerBlock;
   }
+  // Heap's guess for a table never vacuumed or analyzed that looks nearly empty
+  // (table_block_relation_estimate_size): plan for 10 pages of rows of its columns' widths. A
+  // table empty at plan time is often filled before a cached plan runs again, and heap users
+  // get the same plans for such tables (a TID scan, not a sequential one, for ctid = ...).
+  if (npages < 10 && rel->rd_rel->relpages == 0 && !rel->rd_rel->relhassubclass) {
+    npages = 10;
+    const double tuple_width =
+        get_rel_data_width(rel, attr_widths) + MAXALIGN(SizeofHeapTupleHeader) + sizeof(ItemIdData);
+    // Whole rows per page, as heap's integer division.
+    const double density = std::floor((BLCKSZ - SizeOfPageHeaderData) / tuple_width);
+    ntuples = std::max(1.0, density) * npages;
+  }
   *pages = static_cast<BlockNumber>(std::min(npages, static_cast<double>(MaxBlockNumber)));
   *tuples = std::rint(ntuples);
   *allvisfrac = 0;

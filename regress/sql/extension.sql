@@ -124,6 +124,9 @@ SET LOCAL enable_indexscan = off;
 EXPLAIN (COSTS OFF) SELECT * FROM fresh WHERE k = 1;
 SELECT * FROM fresh WHERE k = 1;
 COMMIT;
+-- A small table never analyzed is planned as heap plans one (10 pages of rows): a TID
+-- condition reads the row by its TID, not the whole table.
+EXPLAIN (COSTS OFF) SELECT * FROM fresh WHERE ctid = '(0,1)';
 SELECT c.relname, k.kind, k.generation
   FROM ramp.keyspaces k JOIN pg_class c ON c.oid = k.relid
  WHERE k.kind <> 'd' ORDER BY 1;
