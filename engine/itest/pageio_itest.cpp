@@ -142,6 +142,37 @@ TEST_P(PageIoTest, ReadsEveryPageFromMemoryAndFromThePageFiles) {
       ASSERT_EQ(g.data.size(), len);
     }
   }
+  // The same partial and two-page reads from memory (the worker writes resident pages
+  // straight from their frames, one write per run of adjacent frames): each is the bytes of
+  // the whole pages read above (nothing was written since), at its own destination.
+  o.prefer_disk = false;
+  for (uint32_t len : {512u, 4096u, 16384u}) {
+    std::vector<PageRef> some;
+    std::vector<size_t> whole;  // index into refs/mem of each read's first page
+    for (size_t i = 0; i < refs.size(); i++) {
+      const PageRef& r = refs[i];
+      if (r.page_no + (len > 8192 ? 1 : 0) < counts[r.part.bucket].page_count) {
+        some.push_back(r);
+        some.back().length = len;
+        whole.push_back(i);
+      }
+    }
+    std::vector<PageResult> got;
+    st = ReadAll(c.get(), some, o, &got);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    for (size_t j = 0; j < got.size(); j++) {
+      ASSERT_TRUE(got[j].status.ok()) << got[j].status.ToString();
+      ASSERT_EQ(got[j].data.size(), len);
+      std::vector<uint8_t> want(mem[whole[j]].data.begin(),
+                                mem[whole[j]].data.begin() + std::min<uint32_t>(len, 8192));
+      if (len > 8192) {
+        const auto& next = mem[whole[j] + 1].data;  // the partition's next page
+        want.insert(want.end(), next.begin(), next.begin() + 8192);
+      }
+      ASSERT_EQ(got[j].data, want) << "page " << some[j].page_no << " of partition "
+                                   << some[j].part.bucket << ", " << len << " bytes from memory";
+    }
+  }
 }
 
 TEST_P(PageIoTest, BadInputGetsClearPerRequestErrors) {

@@ -68,7 +68,10 @@ Serves pg_ramp partitions: RAMP-Fast transactions, one-sided reads, page I/O.
                       on disk and are read back when needed, so data sets larger than the
                       budget are served
   --io-workers N      static I/O worker threads of the page-read service (default 2)
-  --page-io MODE      static (default) or per-request (a thread per batch: benchmark baseline)
+  --page-io MODE      static (default: batches of resident pages served by the worker
+                      that received them, disk reads by the I/O workers), pool (every
+                      batch through the I/O workers) or per-request (a thread per batch:
+                      benchmark baseline)
   --page-direct-io    read page files with O_DIRECT (bypass the page cache)
   --no-io-uring       read page files with pread instead of io_uring
   --debug-page-fault F  inject disk read faults (tests): eio:<page> or short:<page>
@@ -248,11 +251,12 @@ int main(int argc, char** argv) {
   if (!(st = flags.GetInt("io-workers", 2, 1, 256, &v)).ok()) return Fail(st);
   o.pages.io_workers = static_cast<int>(v);
   const std::string page_io = flags.Get("page-io", "static");
-  if (page_io != "static" && page_io != "per-request") {
-    return Fail(Status::InvalidArgument("--page-io: expected static or per-request, got '" +
+  if (page_io != "static" && page_io != "pool" && page_io != "per-request") {
+    return Fail(Status::InvalidArgument("--page-io: expected static, pool or per-request, got '" +
                                         page_io + "'"));
   }
   o.pages.per_request_threads = page_io == "per-request";
+  o.pages.serve_resident_inline = page_io == "static";
   o.page_direct_io = flags.Has("page-direct-io");
   o.pages.use_io_uring = !flags.Has("no-io-uring");
   o.pages.debug_fault = flags.Get("debug-page-fault");

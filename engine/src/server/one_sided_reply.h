@@ -20,7 +20,7 @@ namespace ramp::server {
 
 struct OneSidedReply {
   struct Write {
-    const uint8_t* local = nullptr;  // staging memory of the I/O worker
+    const uint8_t* local = nullptr;  // staging memory of an I/O worker, or arena frames
     uint64_t offset = 0;             // in dest
     uint64_t len = 0;
   };

@@ -200,6 +200,66 @@ void PageService::Submit(Job job) {
   cv_.notify_one();
 }
 
+bool PageService::ServeResident(Job& job) {
+  if (!options_.serve_resident_inline || options_.per_request_threads ||
+      (job.req.flags & protocol::kPagesPreferDisk)) {
+    return false;
+  }
+  const auto& items = job.req.items;
+  std::vector<Status> status = job.pre;
+  status.resize(items.size());
+  auto out = std::make_shared<OneSidedReply>();
+  auto& writes = out->writes;
+  for (size_t i = 0; i < items.size(); i++) {
+    if (!status[i].ok()) continue;
+    const PageReadItem& it = items[i];
+    const uint32_t npages =
+        static_cast<uint32_t>((it.length + record::kPageBytes - 1) / record::kPageBytes);
+    OneSidedReply::Write pages[2];  // kMaxPageReadBytes is two pages
+    uint32_t left = it.length;
+    for (uint32_t p = 0; p < npages && status[i].ok(); p++) {
+      store::Store::PageLocation loc;
+      status[i] = store_->LocatePage(it.page.part, it.page.page_no + p, &loc);
+      if (!status[i].ok()) break;
+      if (loc.frame == nullptr) return false;  // on disk: the I/O threads read it
+      const uint32_t n = std::min<uint32_t>(left, record::kPageBytes);
+      pages[p] = {loc.frame, it.dest_offset + uint64_t{p} * record::kPageBytes, n};
+      left -= n;
+    }
+    if (!status[i].ok()) continue;
+    // Pages whose frames follow each other in the arena and whose destinations follow each
+    // other go as one write.
+    for (uint32_t p = 0; p < npages; p++) {
+      if (!writes.empty()) {
+        OneSidedReply::Write& last = writes.back();
+        if (last.local + last.len == pages[p].local && last.offset + last.len == pages[p].offset) {
+          last.len += pages[p].len;
+          continue;
+        }
+      }
+      writes.push_back(pages[p]);
+    }
+  }
+  // The pages go from their frames straight to the client: no staging copy. A frame stays
+  // readable for the GC grace after its page is retired (Store::LocatePage), far longer than
+  // the writes take; a page being appended to is copied as it is when the write runs, as an
+  // I/O thread's copy would be when it runs (the client checks every record it parses).
+  out->dest = job.req.dest;
+  out->request = job.request;
+  out->in_flight = std::move(job.in_flight);
+  protocol::ReadPagesReply reply;
+  reply.results.resize(items.size());
+  for (size_t i = 0; i < items.size(); i++) {
+    reply.results[i].item = items[i];
+    reply.results[i].status = status[i];
+  }
+  protocol::EncodeHeader(
+      protocol::ReplyTo(job.request, job.clock, static_cast<uint32_t>(items.size())), &out->reply);
+  protocol::Encode(reply, &out->reply);
+  (*job.post)(job.session, std::move(out));
+  return true;
+}
+
 void PageService::ServeOne(Job& job, Ring* ring) {
   if (!Start(job, ring, true)) return;
   while (!ring->active.empty()) Reap(ring, 1000);

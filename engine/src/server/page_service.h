@@ -4,7 +4,8 @@
 // partition's page file through its own io_uring (a pread loop where the kernel refuses
 // io_uring, logged once), into a staging buffer of registered memory; the worker then
 // writes the pages one-sided into the client's buffers and sends the completion
-// (one_sided_reply.h).
+// (one_sided_reply.h). A batch whose pages are all resident never reaches the I/O threads:
+// the worker that received it writes the pages from their frames (ServeResident).
 //
 // The thread-per-request variant (a thread, and a ring, per batch) exists only as the
 // baseline the benchmark compares the static pool with (paper 002 measured 32x).
@@ -33,6 +34,10 @@ namespace ramp::server {
 struct PageServiceOptions {
   int io_workers = 2;
   bool per_request_threads = false;
+  // Batches whose pages are all in memory are served by the worker that received them
+  // (ServeResident): no hand-off to an I/O thread and back, i.e. no wake-up of either.
+  // false: every batch goes through the I/O threads (rampd --page-io pool, for comparison).
+  bool serve_resident_inline = true;
   unsigned queue_depth = 128;  // io_uring entries per I/O thread
   size_t max_batch_pages = 256;
   size_t max_batch_bytes = size_t{512} << 10;
@@ -71,6 +76,12 @@ class PageService {
   };
   // Queues a validated batch (thread-safe). The reply goes through job.post.
   void Submit(Job job);
+  // Serves a validated batch on the calling thread (the worker that received it) when every
+  // page it asks for is resident: the reply's one-sided writes go from the arena's frames
+  // straight to the client (no I/O thread, no staging copy) and the reply goes through
+  // job.post. False, with the job untouched, when a page is not resident, reads are to
+  // prefer the disk, or options().serve_resident_inline is off: Submit it then.
+  bool ServeResident(Job& job);
 
   void Stop();
 

@@ -51,7 +51,9 @@ Status RequestHandler::OnReadPages(Session& s, const protocol::Header& h, std::s
   job.request = h;
   job.clock = Clock();
   job.post = post_writes_;
-  ctx_->pages->Submit(std::move(job));
+  // Resident pages are copied here, on the worker; pages to read from disk go to the I/O
+  // threads.
+  if (!ctx_->pages->ServeResident(job)) ctx_->pages->Submit(std::move(job));
   reply->clear();  // the reply follows the one-sided writes
   return Status::OK();
 }
