@@ -147,6 +147,28 @@ void StoreRow(TupleTableSlot* slot, Relation rel, uint64_t rowid, std::string_vi
   });
 }
 
+bool TryStoreScannedRow(TupleTableSlot* slot, Relation rel, uint64_t rowid,
+                        std::string_view encoded) noexcept {
+  if (encoded.size() < 2 || encoded[0] != kFormatMinimalTuple) return false;
+  const char* bytes = encoded.data() + 1;
+  if ((slot->tts_ops != &TTSOpsMinimalTuple && !IsRowSlot(slot)) ||
+      reinterpret_cast<uintptr_t>(bytes) % MAXIMUM_ALIGNOF != 0 ||
+      !PlausibleTuple(bytes, encoded.size() - 1, RelationGetDescr(rel))) {
+    return false;
+  }
+  // Cannot fail: the slot is a minimal-tuple slot (ExecStoreMinimalTuple's only error), and
+  // clearing it frees only what it owns.
+  MinimalTuple tuple = reinterpret_cast<MinimalTuple>(const_cast<char*>(bytes));
+  if (IsRowSlot(slot)) {
+    StoreMinimalTupleInRowSlot(slot, tuple, false);
+  } else {
+    ExecStoreMinimalTuple(tuple, slot, false);
+  }
+  slot->tts_tableOid = RelationGetRelid(rel);
+  SetTid(&slot->tts_tid, rowid);
+  return true;
+}
+
 void StoreScannedRow(TupleTableSlot* slot, Relation rel, uint64_t rowid, std::string_view encoded) {
   const char* bytes = encoded.data() + 1;
   if ((slot->tts_ops != &TTSOpsMinimalTuple && !IsRowSlot(slot)) ||

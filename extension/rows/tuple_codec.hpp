@@ -19,6 +19,11 @@ std::string EncodeSlot(TupleTableSlot* slot);
 void StoreRow(TupleTableSlot* slot, Relation rel, uint64_t rowid, std::string_view encoded);
 // StoreRow for rows of a sequential scan whose bytes stay in place until the scan's next row:
 // a minimal-tuple slot points at them (no copy) when the tuple is aligned; otherwise a copy.
+// StoreScannedRow's no-copy case alone: false, with the slot untouched, when the slot is not
+// a minimal-tuple slot, the tuple is not aligned or its header does not check (StoreRow
+// then copies it or reports it). Never throws or ereports.
+bool TryStoreScannedRow(TupleTableSlot* slot, Relation rel, uint64_t rowid,
+                        std::string_view encoded) noexcept;
 void StoreScannedRow(TupleTableSlot* slot, Relation rel, uint64_t rowid, std::string_view encoded);
 // The value of attribute attnum (1-based) of an encoded row, palloc'd in the current memory
 // context when by reference. Returns false for NULL.

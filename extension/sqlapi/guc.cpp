@@ -29,6 +29,7 @@ int debug_commit_delay_us = 0;
 bool debug_unchecked_lookups = false;
 bool debug_hash_all_rows = false;
 bool debug_scan_own_snapshots = false;
+bool debug_scan_full_path = false;
 int debug_immv_separate_put_ms = 0;
 bool debug_immv_local_waits = false;
 
@@ -180,6 +181,11 @@ void Define() {
                            "Test only: every page scan, and every participant of a parallel "
                            "one, reads at a snapshot of its own instead of the statement's.",
                            nullptr, &debug_scan_own_snapshots, false, PGC_SUSET,
+                           GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
+  DefineCustomBoolVariable("ramp.debug_scan_full_path",
+                           "Test only: sequential scans hand every row out through the full "
+                           "path instead of the fast one for rows of page scans.",
+                           nullptr, &debug_scan_full_path, false, PGC_USERSET,
                            GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
   DefineCustomIntVariable("ramp.debug_immv_separate_put_ms",
                           "Test only: materialized-view deltas commit in a RAMP PUT of their own, "

@@ -14,9 +14,9 @@ extern char* token_file;        // ramp.token_file (superuser only)
 extern int buckets;             // ramp.buckets: partitions of a new keyspace
 // ramp.write_ahead_rows: bulk loads commit ahead in PUTs of this many rows
 extern int write_ahead_rows;
-extern int scan_method;         // ramp.scan_method: 0 auto, 1 probe, 2 pages
-extern bool rescan_cache;       // ramp.rescan_cache: rescans replay an earlier pass's rows
-extern double row_fetch_cost;   // ramp.row_fetch_cost: planner cost of a row fetched by TID
+extern int scan_method;        // ramp.scan_method: 0 auto, 1 probe, 2 pages
+extern bool rescan_cache;      // ramp.rescan_cache: rescans replay an earlier pass's rows
+extern double row_fetch_cost;  // ramp.row_fetch_cost: planner cost of a row fetched by TID
 // ramp.address_cache_entries: shared GET* cache size (-1: from shared_buffers, see
 // xact/shared_addresses.cpp)
 extern int address_cache_entries;
@@ -36,6 +36,10 @@ extern bool debug_hash_all_rows;
 // Test only: page scans (and each participant of a parallel one) draw their own snapshots
 // instead of reading at the statement's (then not read-atomic with the statement's other reads).
 extern bool debug_scan_own_snapshots;
+// Test and benchmark only: sequential scans hand every row out through the full path
+// (TableScan::Next inside a boundary) instead of the fast one for page-scanned rows
+// (tableam/scan.cpp NextStableRow): the tests compare the two.
+extern bool debug_scan_full_path;
 // Test only: a transaction's materialized-view deltas commit in a RAMP PUT of their own, this
 // many milliseconds after the base rows' PUT (0: one PUT, the normal case; immv/).
 extern int debug_immv_separate_put_ms;

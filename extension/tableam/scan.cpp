@@ -402,7 +402,38 @@ void ScanRescan(TableScanDesc scan, struct ScanKeyData* key, bool set_params, bo
   r->sample_started = false;
 }
 
+namespace {
+
+// The common case of a sequential scan, outside any boundary: the next remote row of the
+// batch in hand, whose tuple stays where it is (a page scan's), stored without a copy, when
+// the transaction has no write of that row to overlay. It does what TableScan::Next and
+// ScanGetNextSlot do for such a row; nothing here throws or ereports. Anything else (the
+// next batch, the transaction's own writes, rows kept for a scrollable cursor, a tuple to
+// copy or to report as corrupt) is left to the full path. False: nothing was consumed.
+bool NextStableRow(RampScanDesc* r, TupleTableSlot* slot) noexcept {
+  if (r->state == nullptr || r->state->object == nullptr) return false;
+  TableScan& s = *r->state->object;
+  if (s.keep_rows || s.pos >= s.rows->size()) return false;
+  const RowView& row = (*s.rows)[s.pos];
+  if (!row.stable) return false;
+  const XactState* x = XactIfAny();
+  if (x != nullptr && x->writes.Find(s.ks.id, ramp::EntryKey{0, row.rowid}) != nullptr) {
+    return false;
+  }
+  if (!TryStoreScannedRow(slot, s.rel, row.rowid, row.value)) return false;
+  s.pos++;
+  MarkCommittedVersion(slot, row.ts.time, row.ts.client);
+  return true;
+}
+
+}  // namespace
+
 bool ScanGetNextSlot(TableScanDesc scan, ScanDirection direction, TupleTableSlot* slot) {
+  if (direction != BackwardScanDirection && !guc::debug_scan_full_path &&
+      NextStableRow(reinterpret_cast<RampScanDesc*>(scan), slot)) {
+    pgstat_count_heap_getnext(scan->rs_rd);  // seq_tup_read, as below
+    return true;
+  }
   const bool found = Boundary([&] {
     TableScan& s = StateOf(scan);
     if (s.keep_rows) {
