@@ -26,7 +26,10 @@ struct OneSidedReply {
   };
   transport::RemoteRegion dest;
   std::vector<Write> writes;
-  std::string reply;         // sent when every write completed
+  std::string reply;  // sent when every write completed
+  // Runs once every write completed, before the reply goes (writes from arena frames): it
+  // may rewrite the reply, e.g. a page whose frame no longer holds it becomes an error.
+  std::function<void(std::string* reply)> recheck;
   protocol::Header request;  // for an error reply when a write fails
   // Gives the staging memory back; runs when the last reference goes (writes completed, or
   // the connection was dropped with them outstanding).

@@ -96,11 +96,11 @@ Status PageService::Init() {
     const std::string& f = options_.debug_fault;
     const size_t colon = f.find(':');
     const std::string kind = f.substr(0, colon);
-    if (colon == std::string::npos || (kind != "eio" && kind != "short")) {
+    if (colon == std::string::npos || (kind != "eio" && kind != "short" && kind != "moved")) {
       return Status::InvalidArgument("page fault injection '" + f +
-                                     "': expected eio:<page> or short:<page>");
+                                     "': expected eio:<page>, short:<page> or moved:<page>");
     }
-    fault_kind_ = kind == "eio" ? 1 : 2;
+    fault_kind_ = kind == "eio" ? 1 : kind == "short" ? 2 : 3;
     fault_page_ = static_cast<uint32_t>(std::stoul(f.substr(colon + 1)));
     RAMP_WARN("page I/O: injecting %s into disk reads of page %u (debug)", kind.c_str(),
               fault_page_);
@@ -210,6 +210,12 @@ bool PageService::ServeResident(Job& job) {
   status.resize(items.size());
   auto out = std::make_shared<OneSidedReply>();
   auto& writes = out->writes;
+  struct Frame {
+    size_t item;
+    uint32_t page;  // within the item
+    const uint8_t* frame;
+  };
+  std::vector<Frame> frames;  // every page written, for the re-check
   for (size_t i = 0; i < items.size(); i++) {
     if (!status[i].ok()) continue;
     const PageReadItem& it = items[i];
@@ -227,6 +233,7 @@ bool PageService::ServeResident(Job& job) {
       left -= n;
     }
     if (!status[i].ok()) continue;
+    for (uint32_t p = 0; p < npages; p++) frames.push_back({i, p, pages[p].local});
     // Pages whose frames follow each other in the arena and whose destinations follow each
     // other go as one write.
     for (uint32_t p = 0; p < npages; p++) {
@@ -256,6 +263,37 @@ bool PageService::ServeResident(Job& job) {
   protocol::EncodeHeader(
       protocol::ReplyTo(job.request, job.clock, static_cast<uint32_t>(items.size())), &out->reply);
   protocol::Encode(reply, &out->reply);
+  // Once the writes are done: every page must still be in the frame it was written from (it
+  // was not evicted, compacted away or moved meanwhile, and its frame not reused, which
+  // takes the GC grace). A page that left its frame is an error of that page, never data.
+  const protocol::Header request = job.request;
+  const uint64_t clock = job.clock;
+  // Runs on the worker, which uses the store as long as it runs (the service may be gone).
+  store::Store* const store = store_;
+  const bool inject = fault_kind_ == 3;
+  const uint32_t inject_page = fault_page_;
+  out->recheck = [store, inject, inject_page, request, clock, reply = std::move(reply),
+                  frames = std::move(frames)](std::string* encoded) mutable {
+    bool changed = false;
+    for (const Frame& f : frames) {
+      const PageReadItem& it = reply.results[f.item].item;
+      if (!reply.results[f.item].status.ok()) continue;
+      const uint32_t page_no = it.page.page_no + f.page;
+      store::Store::PageLocation loc;
+      const bool same = store->LocatePage(it.page.part, page_no, &loc).ok() &&
+                        loc.frame == f.frame && !(inject && page_no == inject_page);
+      if (same) continue;
+      reply.results[f.item].status = Status::Aborted(
+          "page " + std::to_string(page_no) + " of partition " + it.page.part.ToString() +
+          " left its memory frame while it was being written to the client: read it again");
+      changed = true;
+    }
+    if (!changed) return;
+    encoded->clear();
+    protocol::EncodeHeader(
+        protocol::ReplyTo(request, clock, static_cast<uint32_t>(reply.results.size())), encoded);
+    protocol::Encode(reply, encoded);
+  };
   (*job.post)(job.session, std::move(out));
   return true;
 }
@@ -309,7 +347,7 @@ void PageService::Run(int index) {
 }
 
 bool PageService::InjectFault(uint32_t page_no, uint32_t len, int* res) const {
-  if (fault_kind_ == 0 || page_no != fault_page_) return false;
+  if ((fault_kind_ != 1 && fault_kind_ != 2) || page_no != fault_page_) return false;
   *res = fault_kind_ == 1 ? -EIO : static_cast<int>(len / 2);
   return true;
 }

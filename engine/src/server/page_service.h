@@ -47,7 +47,9 @@ struct PageServiceOptions {
   int max_batches_per_connection = 32;
   bool use_io_uring = true;  // false: the pread fallback (tests, comparison)
   // Debug fault injection into disk reads (tests): "eio:<page>" fails the read of that page
-  // number with EIO, "short:<page>" makes it return half the bytes. Empty: none.
+  // number with EIO, "short:<page>" makes it return half the bytes; "moved:<page>" makes the
+  // re-check of that page after it was written from its frame fail (ServeResident), as when
+  // it left the frame meanwhile. Empty: none.
   std::string debug_fault;
 };
 
@@ -121,7 +123,7 @@ class PageService {
   std::vector<std::thread> threads_;
   std::atomic<int> per_request_running_{0};
   std::atomic<bool> uring_refused_logged_{false};
-  int fault_kind_ = 0;  // 1 = eio, 2 = short
+  int fault_kind_ = 0;  // 1 = eio, 2 = short (disk reads), 3 = moved (ServeResident's re-check)
   uint32_t fault_page_ = 0;
 };
 

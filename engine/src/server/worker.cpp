@@ -231,6 +231,7 @@ bool Worker::PumpWrites() {
     std::shared_ptr<OneSidedReply> keep = wb;
     auto finish = [this, conn, keep] {
       std::string error;
+      if (keep->failed.ok() && keep->recheck) keep->recheck(&keep->reply);
       const std::string* reply = &keep->reply;
       if (!keep->failed.ok()) {
         protocol::EncodeErrorReply(keep->request, ctx_->clock->Peek(),
