@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "common/record.h"
@@ -272,8 +273,14 @@ bool PageService::ServeResident(Job& job) {
   store::Store* const store = store_;
   const bool inject = fault_kind_ == 3;
   const uint32_t inject_page = fault_page_;
-  out->recheck = [store, inject, inject_page, request, clock, reply = std::move(reply),
+  const auto located = std::chrono::steady_clock::now();
+  const auto safe = std::chrono::milliseconds(options_.frame_grace_ms / 2);
+  out->recheck = [store, inject, inject_page, request, clock, located, safe,
+                  reply = std::move(reply),
                   frames = std::move(frames)](std::string* encoded) mutable {
+    // Within the grace every frame still holds its page's bytes: a page retired since was
+    // written from its last state, as a copy made before the retirement would have been.
+    if (!inject && std::chrono::steady_clock::now() - located < safe) return;
     bool changed = false;
     for (const Frame& f : frames) {
       const PageReadItem& it = reply.results[f.item].item;

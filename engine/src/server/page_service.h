@@ -38,6 +38,10 @@ struct PageServiceOptions {
   // (ServeResident): no hand-off to an I/O thread and back, i.e. no wake-up of either.
   // false: every batch goes through the I/O threads (rampd --page-io pool, for comparison).
   bool serve_resident_inline = true;
+  // How long a frame stays readable after its page is retired (the store's GC grace): a
+  // page written from its frame sooner than half of it after it was located needs no
+  // re-check (its frame cannot have been reused yet). 0: always re-check.
+  int frame_grace_ms = 0;
   unsigned queue_depth = 128;  // io_uring entries per I/O thread
   size_t max_batch_pages = 256;
   size_t max_batch_bytes = size_t{512} << 10;

@@ -128,7 +128,9 @@ Status Server::Init(const ServerOptions& options) {
         "--test-ack-before-durable: writes are acknowledged before they are on disk "
         "(a bug injected for tests)");
   }
-  RAMP_RETURN_IF_ERROR(PageService::Start(options.pages, store_.get(), memory_, &pages_));
+  PageServiceOptions page_options = options.pages;
+  page_options.frame_grace_ms = options.gc_grace_ms;  // the store's (retired frames stay readable)
+  RAMP_RETURN_IF_ERROR(PageService::Start(page_options, store_.get(), memory_, &pages_));
   ctx_.pages = pages_.get();
   migrations_ = std::make_unique<Migrations>(&ctx_, PeerOptions(), options.test_crash_at);
   ctx_.migrations = migrations_.get();
