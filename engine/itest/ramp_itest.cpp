@@ -5,9 +5,11 @@
 #include <map>
 #include <thread>
 
+#include "client/client_impl.h"
 #include "common/record.h"
 #include "itest_util.h"
 #include "protocol/messages.h"
+#include "protocol/page_messages.h"
 #include "ramp/client.h"
 #include "ramp/hlc.h"
 #include "ramp/transport/transport.h"
@@ -522,6 +524,63 @@ TEST_F(ClusterTest, StrictTwoPhaseLockingBaseline) {
   ASSERT_TRUE(tb->Commit().ok());
   ASSERT_TRUE(a->Begin()->Get(kKs, "s2pl", &r).ok());
   EXPECT_EQ(r.value, "two");
+}
+
+// A scan's watermark can be above a server's clock: a migration carries it from a server
+// whose clock is ahead, or (here) a SCAN_OPEN's snapshot is ahead of the clock its request
+// carries. A strict-2PL write there is committed above the watermark, not at the server's
+// clock below it, where it would appear in the pages of the scan at that snapshot late.
+TEST(WatermarkTest, StrictTwoPhaseLockingWritesAboveTheScanWatermark) {
+  TestClusterOptions co;
+  co.nodes = 1;
+  std::unique_ptr<TestCluster> cluster;
+  ASSERT_TRUE(TestCluster::Start(co, &cluster).ok());
+  const KeyspaceId ks = KeyHash(std::string("s2pl-watermark"));
+  std::unique_ptr<Client> scanner, locker;
+  ASSERT_TRUE(
+      Client::Open(cluster->ClientOptionsFor(Provider::kTcp, ReadPath::kRpc, WritePath::kRpc),
+                   &scanner)
+          .ok());
+  ClientOptions o = cluster->ClientOptionsFor(Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  o.protocol = Protocol::kS2pl;
+  ASSERT_TRUE(Client::Open(o, &locker).ok());
+  {
+    auto t = locker->Begin();
+    ASSERT_TRUE(t->Put(ks, "before", "v").ok());
+    ASSERT_TRUE(t->Commit().ok());
+  }
+  // A minute ahead of every clock here.
+  const Timestamp snapshot{HybridClock::PhysicalNow() + (uint64_t{60000} << 16), 0};
+  Client::Impl& c = *scanner->impl();
+  protocol::ScanOpenRequest open;
+  open.snapshot = snapshot;
+  for (uint32_t b = 0; b < kDefaultBuckets; b++) open.partitions.push_back(PartitionId{ks, b});
+  std::string body;
+  protocol::Encode(open, &body);
+  PendingCall reply;
+  Status st = c.CallAndWait(0, ChannelKind::kRpc, protocol::Op::kScanOpen,
+                            static_cast<uint32_t>(open.partitions.size()), body, &reply);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  {
+    auto t = locker->Begin();
+    ASSERT_TRUE(t->Put(ks, "after", "v").ok());
+    ASSERT_TRUE(t->Commit().ok());
+  }
+  ScanOptions so;
+  so.snapshot = snapshot;
+  std::unique_ptr<Scanner> scan;
+  ASSERT_TRUE(scanner->OpenScan(ks, so, &scan).ok());
+  std::vector<std::string> keys;
+  for (;;) {
+    ScanRow row;
+    bool done = false;
+    ASSERT_TRUE(scan->Next(&row, &done).ok());
+    if (done) break;
+    keys.emplace_back(row.key);
+    EXPECT_LE(row.ts, snapshot);
+  }
+  EXPECT_EQ(keys, std::vector<std::string>{"before"})
+      << "a write made after the scan opened is in its snapshot";
 }
 
 // A transaction over the client's batch limit is refused at Commit with a clear error that

@@ -406,7 +406,17 @@ Status RequestHandler::OnWriteLocked(Session& s, const Header& h, std::string_vi
   protocol::LockRequest req;
   RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &req));
   const LockTable::Owner owner{s.client_id, req.txn};
-  const Timestamp ts{ctx_->clock->Now(), s.client_id};
+  std::unique_lock no_scan_opens(ctx_->watermarks_mu);
+  Timestamp ts{ctx_->clock->Now(), s.client_id};
+  // Above every scan watermark of the partitions written: one raised by a snapshot this
+  // server's clock has not seen (carried here by a migration, or a client clock ahead).
+  for (const auto& item : req.items) {
+    const Timestamp w = ctx_->store->Watermark(item.part);
+    if (ts <= w) {
+      ctx_->clock->Observe(w.time);
+      ts = Timestamp{ctx_->clock->Now(), s.client_id};
+    }
+  }
   Status st;
   // A partition that moved away since the LOCK (a migration's cutover) is not written here,
   // nor any item of the request: the write would land in a copy no longer served.
