@@ -159,6 +159,20 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
   };
   std::map<uint32_t, std::vector<PartitionId>> todo = parts_by_node;
   Status result;
+  // Servers whose COMMIT carried the release and did not apply it (MOVED, or no answer): they
+  // get an INTENT_RELEASE once the decision is over, not before (a writer granted before the
+  // commit is applied everywhere would read the key without it and fail with 40001).
+  const uint64_t release_owner = release_intents && commit ? c.release_intents_with_commit : 0;
+  std::set<uint32_t> release_owed;
+  struct ReleaseOwed {
+    Client::Impl& c;
+    uint64_t owner;
+    std::set<uint32_t>& nodes;
+    ~ReleaseOwed() {
+      if (!nodes.empty())
+        PostIntentReleaseTo(c, owner, std::vector<uint32_t>(nodes.begin(), nodes.end()));
+    }
+  } release_at_end{c, release_owner, release_owed};
   for (int attempt = 0; !todo.empty(); attempt++) {
     // The messages: one per node, or one per partition (a large COMMIT_ADDRESSES, so that
     // each reply stays under the server's bound on the addresses it returns).
@@ -174,15 +188,16 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
     std::vector<size_t> sent_messages;  // per id, its index in messages
     std::vector<PartitionId> moved;
     std::string body;
-    const uint64_t release_owner =
-        attempt == 0 && release_intents && commit ? c.release_intents_with_commit : 0;
     std::vector<uint32_t> released;  // servers whose COMMIT carries the release
     for (size_t m = 0; m < messages.size(); m++) {
       const auto& [node, parts] = messages[m];
       protocol::Decision d{ts, parts};
       // The last message to its node carries the release (after all of the node's commits).
       const bool last_to_node = m + 1 == messages.size() || messages[m + 1].first != node;
-      if (release_owner != 0 && last_to_node) d.release_intents_of = release_owner;
+      if (attempt == 0 && release_owner != 0 && last_to_node) {
+        d.release_intents_of = release_owner;
+        release_owed.insert(node);  // until its reply says it was applied
+      }
       body.clear();
       protocol::Encode(d, &body);
       uint64_t id = 0;
@@ -196,15 +211,17 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
       sent_messages.push_back(m);
       if (d.release_intents_of != 0) released.push_back(node);
     }
-    if (attempt == 0 && release_intents && c.release_intents_with_commit != 0) {
-      PostIntentRelease(c, c.release_intents_with_commit, released);
-    }
+    if (attempt == 0 && release_owner != 0) PostIntentRelease(c, release_owner, released);
     Status waited = c.Wait(ids);
     if (!waited.ok()) return waited;
     for (size_t i = 0; i < ids.size(); i++) {
       const auto& [node, sent] = messages[sent_messages[i]];
       PendingCall reply;
       Status st = c.TakeReply(ids[i], &reply);
+      const bool carried =
+          attempt == 0 && release_owner != 0 &&
+          (sent_messages[i] + 1 == messages.size() || messages[sent_messages[i] + 1].first != node);
+      if (st.ok() && carried) release_owed.erase(node);
       if (st.ok() && op == Op::kCommitAddresses) LearnAddresses(c, node, reply);
       protocol::PrepareError detail;
       std::string msg;
