@@ -236,7 +236,5 @@ std::string AddressKey(KeyspaceId keyspace, std::string_view key);
 // Sends INTENT_RELEASE of owner to every server it asked for an intent, except those in
 // `released` (their COMMIT carried the release).
 void PostIntentRelease(Client::Impl& c, uint64_t owner, std::span<const uint32_t> released = {});
-// INTENT_RELEASE of owner's intents to exactly these servers (posted, not waited for).
-void PostIntentReleaseTo(Client::Impl& c, uint64_t owner, std::span<const uint32_t> nodes);
 
 }  // namespace ramp

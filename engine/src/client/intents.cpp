@@ -258,13 +258,6 @@ void Client::ReleaseIntents(uint64_t owner) {
   }
 }
 
-void PostIntentReleaseTo(Client::Impl& c, uint64_t owner, std::span<const uint32_t> nodes) {
-  protocol::IntentReleaseRequest req{owner};
-  std::string body;
-  protocol::Encode(req, &body);
-  for (uint32_t node : nodes) Post(c, node, Op::kIntentRelease, 0, body);
-}
-
 void PostIntentRelease(Client::Impl& c, uint64_t owner, std::span<const uint32_t> released) {
   auto it = c.intent_nodes.find(owner);
   if (it == c.intent_nodes.end()) return;
