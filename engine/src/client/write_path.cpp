@@ -249,6 +249,22 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
   return result;
 }
 
+// Whether one of owner's intents was asked at a node that no longer owns its partition,
+// which the commit writes at its new owner.
+bool IntentsMoved(const Client::Impl& c, uint64_t owner,
+                  const std::map<uint32_t, std::vector<PartitionId>>& parts_by_node) {
+  auto it = c.intent_partitions.find(owner);
+  if (owner == 0 || it == c.intent_partitions.end()) return false;
+  for (const auto& [part, asked_at] : it->second) {
+    for (const auto& [node, parts] : parts_by_node) {
+      if (node != asked_at && std::find(parts.begin(), parts.end(), part) != parts.end()) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 // Whether a COMMIT of n writes asks for the addresses of what it wrote (GET* reads them
 // next): only with ClientOptions::learn_commit_addresses, and only as many as the cache holds
 // (a bulk load would flood a private cache and the replies). The cache's counters are read
@@ -426,11 +442,12 @@ Status RampCommit(Client::Impl& c, std::span<const WriteItem> writes, Timestamp*
         }
       } else {
         const bool learn = LearnsAddresses(c, writes.size());
-        // A partition that moved during this commit may have taken the writer's intents
-        // along: their old owner passes a release on to the new one, which must not get it
-        // before this COMMIT (carried by a COMMIT to the old owner, it could): released
-        // after the decision then.
-        const bool carry_release = moves == 0;
+        // A partition that moved during this transaction may have taken the writer's
+        // intents along: their old owner passes a release on to the new one, which must not
+        // get it before this COMMIT (carried by a COMMIT to the old owner, it could):
+        // released after the decision then.
+        const bool carry_release =
+            moves == 0 && !IntentsMoved(c, c.release_intents_with_commit, parts_by_node);
         st = Decide(c, learn ? Op::kCommitAddresses : Op::kCommit, ts, parts_by_node,
                     /*release_intents=*/carry_release,
                     /*per_partition=*/learn && writes.size() > kMaxAddressedWrites);
