@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -109,6 +110,74 @@ INSTANTIATE_TEST_SUITE_P(Providers, PausedServerTest,
                          ::testing::Values(Provider::kTcp, Provider::kShm), [](const auto& info) {
                            return std::string(info.param == Provider::kTcp ? "tcp" : "shm");
                          });
+
+// A page scan whose server stopped answering (SIGSTOP) ends when its wait is cancelled (the
+// wait hook: PostgreSQL's cancel or statement_timeout) or times out, without then waiting
+// out ramp's timeout again for the page reads in flight (it gives their connections up).
+// The bound, as above, is the timeout: a scan that waited for them took it once more.
+TEST(PausedServerScanTest, AScanCancelledOrTimedOutOnAPausedServerDoesNotWaitAgain) {
+  constexpr int kTimeoutMs = 4000;
+  TestClusterOptions options;
+  options.nodes = 1;
+  std::unique_ptr<TestCluster> cluster;
+  Status st = TestCluster::Start(options, &cluster);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  std::atomic<bool> cancel{false};
+  ClientOptions o = cluster->ClientOptionsFor(Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  o.timeout_ms = kTimeoutMs;
+  o.wait_hook = [&cancel] {
+    return cancel.load() ? Status::Cancelled("cancelled by the test") : Status::OK();
+  };
+  std::unique_ptr<Client> client;
+  ASSERT_TRUE(Client::Open(o, &client).ok());
+  const KeyspaceId ks = 0xFB;
+  const std::string value(1000, 'v');
+  for (int t = 0; t < 4; t++) {
+    auto txn = client->Begin();
+    for (int i = 0; i < 500; i++)
+      ASSERT_TRUE(txn->Put(ks, std::to_string(t * 500 + i), value).ok());
+    ASSERT_TRUE(txn->Commit().ok());
+  }
+  auto count_rows = [&](Status* out) {
+    std::unique_ptr<Scanner> scan;
+    size_t n = 0;
+    *out = client->OpenScan(ks, ScanOptions(), &scan);
+    for (bool done = false; out->ok() && !done;) {
+      ScanRow row;
+      *out = scan->Next(&row, &done);
+      if (out->ok() && !done) n++;
+    }
+    return n;
+  };
+  ASSERT_EQ(count_rows(&st), 2000u);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+
+  for (const bool cancelled : {true, false}) {
+    SCOPED_TRACE(cancelled ? "cancelled" : "timed out");
+    std::unique_ptr<Scanner> scan;
+    ASSERT_TRUE(client->OpenScan(ks, ScanOptions(), &scan).ok());
+    ASSERT_EQ(kill(cluster->pid(0), SIGSTOP), 0);
+    ASSERT_TRUE(WaitStopped(cluster->pid(0)));
+    cancel = cancelled;
+    const auto start = std::chrono::steady_clock::now();
+    ScanRow row;
+    bool done = false;
+    st = scan->Next(&row, &done);
+    scan.reset();
+    const auto waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::steady_clock::now() - start)
+                               .count();
+    cancel = false;
+    ASSERT_EQ(kill(cluster->pid(0), SIGCONT), 0);
+    EXPECT_TRUE(st.Is(cancelled ? Status::Code::kCancelled : Status::Code::kTimeout))
+        << st.ToString();
+    EXPECT_LT(waited_ms, (cancelled ? 0 : kTimeoutMs) + kTimeoutMs)
+        << "the scan waited out ramp's timeout (" << kTimeoutMs << " ms) once more";
+    // The server is back: the next scan reads every row (new connections where needed).
+    EXPECT_EQ(count_rows(&st), 2000u);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  }
+}
 
 // ---- in-doubt transactions that a sibling already decided ---------------------------------
 

@@ -552,6 +552,39 @@ TEST_F(MigrationTest, AMovedIntentOfAVanishedClientIsReleasedAtTheNewOwner) {
   h.b->ReleaseIntents(rb.owner);
 }
 
+// A COMMIT that carries the release of its writer's intents and is refused with MOVED (one of
+// its partitions moved away between the PREPARE and the COMMIT) releases nothing: the commit
+// is not applied there, and a writer granted a key now would read it without the commit and
+// fail its own with 40001 (pgbench's TPC-B on a branch row while accounts partitions moved).
+// The client commits at the new owner and releases after.
+TEST_F(MigrationTest, ACommitRefusedWithMovedKeepsTheIntentsItWouldRelease) {
+  const KeyspaceId ks = 0x4D84;
+  HeldIntent h;
+  ASSERT_NO_FATAL_FAILURE(HoldIntent(*cluster_, ks, &h));
+  std::string moving;
+  for (int salt = 1; moving.empty() || BucketOf(moving, kDefaultBuckets) == h.p.bucket; salt++) {
+    moving = KeyOnNode(ks, 1, 3, salt);
+  }
+  const PartitionId q{ks, BucketOf(moving, kDefaultBuckets)};
+  ASSERT_TRUE(Put(h.admin.get(), ks, moving, "m0").ok());
+  ASSERT_TRUE(h.admin->MigratePartition(q, 2).ok());
+  Client::Impl& a = *h.a->impl();
+  protocol::Decision d{Timestamp{a.clock.Now(), a.client_id}, {h.p, q}, h.ra.owner};
+  std::string body;
+  protocol::Encode(d, &body);
+  PendingCall reply;
+  Status st = a.CallAndWait(1, a.WriteChannel(), protocol::Op::kCommit, 2, body, &reply);
+  EXPECT_TRUE(st.Is(Status::Code::kMoved)) << st.ToString();
+  IntentRequest rb = IntentOn(h.b.get(), ks, h.k, 2);
+  rb.wait = false;
+  IntentResult res;
+  ASSERT_TRUE(h.b->AcquireIntent(rb, &res).ok());
+  EXPECT_EQ(res.outcome, IntentResult::Outcome::kHeld)
+      << "a COMMIT refused with MOVED released A's intent";
+  if (res.outcome == IntentResult::Outcome::kGranted) h.b->ReleaseIntents(rb.owner);
+  h.a->ReleaseIntents(h.ra.owner);
+}
+
 // There and back: the partition returns to the server its holder asked, which holds the
 // intent again; the holder's release there frees it.
 TEST_F(MigrationTest, AnIntentMovesThereAndBackAndIsReleasedWhereItWasAsked) {

@@ -1,13 +1,16 @@
 // RAMP transactions against a cluster of real rampd processes, over every read/write path.
 #include <gtest/gtest.h>
 #include <chrono>
+#include <csignal>
 
 #include <map>
 #include <thread>
 
+#include "client/client_impl.h"
 #include "common/record.h"
 #include "itest_util.h"
 #include "protocol/messages.h"
+#include "protocol/page_messages.h"
 #include "ramp/client.h"
 #include "ramp/hlc.h"
 #include "ramp/transport/transport.h"
@@ -522,6 +525,177 @@ TEST_F(ClusterTest, StrictTwoPhaseLockingBaseline) {
   ASSERT_TRUE(tb->Commit().ok());
   ASSERT_TRUE(a->Begin()->Get(kKs, "s2pl", &r).ok());
   EXPECT_EQ(r.value, "two");
+}
+
+// A scan's watermark can be above a server's clock: a migration carries it from a server
+// whose clock is ahead, or (here) a SCAN_OPEN's snapshot is ahead of the clock its request
+// carries. A strict-2PL write there is committed above the watermark, not at the server's
+// clock below it, where it would appear in the pages of the scan at that snapshot late.
+TEST(WatermarkTest, StrictTwoPhaseLockingWritesAboveTheScanWatermark) {
+  TestClusterOptions co;
+  co.nodes = 1;
+  std::unique_ptr<TestCluster> cluster;
+  ASSERT_TRUE(TestCluster::Start(co, &cluster).ok());
+  const KeyspaceId ks = KeyHash(std::string("s2pl-watermark"));
+  std::unique_ptr<Client> scanner, locker;
+  ASSERT_TRUE(
+      Client::Open(cluster->ClientOptionsFor(Provider::kTcp, ReadPath::kRpc, WritePath::kRpc),
+                   &scanner)
+          .ok());
+  ClientOptions o = cluster->ClientOptionsFor(Provider::kTcp, ReadPath::kRpc, WritePath::kRpc);
+  o.protocol = Protocol::kS2pl;
+  ASSERT_TRUE(Client::Open(o, &locker).ok());
+  {
+    auto t = locker->Begin();
+    ASSERT_TRUE(t->Put(ks, "before", "v").ok());
+    ASSERT_TRUE(t->Commit().ok());
+  }
+  // A minute ahead of every clock here.
+  const Timestamp snapshot{HybridClock::PhysicalNow() + (uint64_t{60000} << 16), 0};
+  Client::Impl& c = *scanner->impl();
+  protocol::ScanOpenRequest open;
+  open.snapshot = snapshot;
+  for (uint32_t b = 0; b < kDefaultBuckets; b++) open.partitions.push_back(PartitionId{ks, b});
+  std::string body;
+  protocol::Encode(open, &body);
+  PendingCall reply;
+  Status st = c.CallAndWait(0, ChannelKind::kRpc, protocol::Op::kScanOpen,
+                            static_cast<uint32_t>(open.partitions.size()), body, &reply);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  {
+    auto t = locker->Begin();
+    ASSERT_TRUE(t->Put(ks, "after", "v").ok());
+    ASSERT_TRUE(t->Commit().ok());
+  }
+  ScanOptions so;
+  so.snapshot = snapshot;
+  std::unique_ptr<Scanner> scan;
+  ASSERT_TRUE(scanner->OpenScan(ks, so, &scan).ok());
+  std::vector<std::string> keys;
+  for (;;) {
+    ScanRow row;
+    bool done = false;
+    ASSERT_TRUE(scan->Next(&row, &done).ok());
+    if (done) break;
+    keys.emplace_back(row.key);
+    EXPECT_LE(row.ts, snapshot);
+  }
+  EXPECT_EQ(keys, std::vector<std::string>{"before"})
+      << "a write made after the scan opened is in its snapshot";
+}
+
+// Values larger than a page (8-64 KiB) are records that span a run of pages; only the first
+// page of a run has a page header, the others are the record's bytes. A page scan returns
+// them (read by key) and never parses a continuation page as a page, even when the value
+// holds, where that page starts, the bytes of a page header and of a valid record: that
+// would hand out a row nobody wrote. Point reads and scans agree, across a restart.
+TEST(WideRowTest, ValuesLargerThanAPageScanAndReadBackAndForgeNoRow) {
+  TestClusterOptions co;
+  co.nodes = 2;
+  co.data = true;
+  std::unique_ptr<TestCluster> cluster;
+  ASSERT_TRUE(TestCluster::Start(co, &cluster).ok());
+  const KeyspaceId ks = KeyHash(std::string("wide-rows"));
+  const std::string forger = "forger";
+  const uint32_t bucket = BucketOf(forger, kDefaultBuckets);
+  // The forger's record is the first of its partition: a run from page 0, whose page 1
+  // starts at this offset of its value (page header, record header, key before it).
+  const size_t page1_at =
+      record::kPageBytes - record::kPageHeaderBytes - record::kRecordHeaderBytes - forger.size();
+  std::string forged_value(20 << 10, 'f');
+  {
+    std::string fake_record(record::RecordBytes(6, 4, 0), '\0');
+    record::RecordFields f;
+    f.keyspace = ks;
+    f.bucket = bucket;
+    f.epoch = 1;
+    f.ts = Timestamp{1, 1};
+    f.key = "forged";
+    f.value = "evil";
+    record::EncodeRecord(f, reinterpret_cast<uint8_t*>(fake_record.data()));
+    fake_record[record::kStateOffset] = static_cast<char>(record::kStateValid);
+    record::PageHeader h;
+    h.keyspace = ks;
+    h.bucket = bucket;
+    h.page_no = 1;
+    h.used = static_cast<uint32_t>(record::kPageHeaderBytes + fake_record.size());
+    uint8_t header[record::kPageHeaderBytes];
+    record::WritePageHeader(h, header);
+    forged_value.replace(page1_at, sizeof(header), reinterpret_cast<char*>(header), sizeof(header));
+    forged_value.replace(page1_at + sizeof(header), fake_record.size(), fake_record);
+  }
+  std::map<std::string, std::string> want{{forger, forged_value}};
+  for (size_t kib : {8, 9, 16, 33, 64}) {
+    std::string v(kib << 10, '\0');
+    for (size_t i = 0; i < v.size(); i++) v[i] = static_cast<char>('a' + (i * 7 + kib) % 26);
+    want["wide" + std::to_string(kib)] = v;
+  }
+  for (int i = 0; i < 20; i++) want["small" + std::to_string(i)] = "s" + std::to_string(i);
+  auto check = [&](const char* when) {
+    std::unique_ptr<Client> c;
+    ASSERT_TRUE(
+        Client::Open(
+            cluster->ClientOptionsFor(Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus), &c)
+            .ok());
+    std::map<std::string, std::string> got;
+    std::unique_ptr<Scanner> scan;
+    Status st = c->OpenScan(ks, ScanOptions(), &scan);
+    ASSERT_TRUE(st.ok()) << when << ": " << st.ToString();
+    for (;;) {
+      ScanRow row;
+      bool done = false;
+      st = scan->Next(&row, &done);
+      ASSERT_TRUE(st.ok()) << when << ": " << st.ToString();
+      if (done) break;
+      EXPECT_TRUE(got.emplace(row.key, row.value).second) << when << ": " << row.key << " twice";
+    }
+    EXPECT_EQ(got.count("forged"), 0u) << when << ": a row read out of a value's bytes";
+    EXPECT_EQ(got.size(), want.size()) << when;
+    for (const auto& [k, v] : want) {
+      EXPECT_TRUE(got.count(k) && got[k] == v) << when << ": scan of " << k;
+      ReadResult r;
+      ASSERT_TRUE(c->Begin()->Get(ks, k, &r).ok());
+      EXPECT_TRUE(r.found && r.value == v) << when << ": read of " << k;
+    }
+  };
+  {
+    std::unique_ptr<Client> c;
+    ASSERT_TRUE(
+        Client::Open(cluster->ClientOptionsFor(Provider::kTcp, ReadPath::kRpc, WritePath::kRpc), &c)
+            .ok());
+    auto t = c->Begin();
+    ASSERT_TRUE(t->Put(ks, forger, forged_value).ok());
+    ASSERT_TRUE(t->Commit().ok());
+    for (const auto& [k, v] : want) {
+      if (k == forger) continue;
+      auto u = c->Begin();
+      ASSERT_TRUE(u->Put(ks, k, v).ok());
+      ASSERT_TRUE(u->Commit().ok());
+    }
+  }
+  ASSERT_NO_FATAL_FAILURE(check("written"));
+  for (int n = 0; n < 2; n++) {
+    ASSERT_TRUE(cluster->Kill(n, SIGTERM).ok());  // a clean stop: no transaction left in doubt
+    ASSERT_TRUE(cluster->Restart(n).ok());
+  }
+  ASSERT_NO_FATAL_FAILURE(check("after a restart"));
+  // The forger's partition moves to the other server (its records copied into that log).
+  {
+    std::unique_ptr<Client> c;
+    ASSERT_TRUE(
+        Client::Open(cluster->ClientOptionsFor(Provider::kTcp, ReadPath::kRpc, WritePath::kRpc), &c)
+            .ok());
+    const PartitionId p{ks, bucket};
+    std::vector<PartitionStatus> parts;
+    ASSERT_TRUE(c->Partitions(&parts).ok());
+    uint32_t owner = 0;
+    for (const PartitionStatus& ps : parts) {
+      if (ps.id == p) owner = ps.owner;
+    }
+    Status st = c->MigratePartition(p, 1 - owner);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  ASSERT_NO_FATAL_FAILURE(check("after a migration"));
 }
 
 // A transaction over the client's batch limit is refused at Commit with a clear error that

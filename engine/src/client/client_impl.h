@@ -138,6 +138,9 @@ struct Client::Impl final : ChannelContext, ClusterView {
   // Write intents: the nodes each intent owner asked (client/intents.cpp), and the owner
   // whose intents go out right behind the COMMITs of the write in progress (Client::Write).
   std::unordered_map<uint64_t, std::vector<uint32_t>> intent_nodes;
+  // And the partitions of those intents with the node each was asked at: a commit that
+  // writes one of them at another node finds that the intent moved with its partition.
+  std::unordered_map<uint64_t, std::vector<std::pair<PartitionId, uint32_t>>> intent_partitions;
   uint64_t release_intents_with_commit = 0;
   std::unique_ptr<Transaction::State, TransactionStateDeleter> spare_transaction_state;
   // Client::WriteAhead's PUTs in flight, oldest first, and how many items it wrote since

@@ -178,6 +178,10 @@ Status Client::AcquireIntent(const IntentRequest& request, IntentResult* result)
     node = c.OwnerOf(part);
     auto& asked = c.intent_nodes[request.owner];
     if (std::find(asked.begin(), asked.end(), node) == asked.end()) asked.push_back(node);
+    auto& where = c.intent_partitions[request.owner];
+    if (std::find(where.begin(), where.end(), std::make_pair(part, node)) == where.end()) {
+      where.emplace_back(part, node);
+    }
     uint64_t id = 0;
     RAMP_RETURN_IF_ERROR(c.Call(node, c.WriteChannel(), Op::kIntent, 1, body, &id));
     // One slice of the wait: until the next deadlock check.
@@ -247,6 +251,7 @@ void Client::ReleaseIntents(uint64_t owner) {
     if (c.Call(node, c.WriteChannel(), Op::kIntentRelease, 0, body, &id).ok()) ids.push_back(id);
   }
   c.intent_nodes.erase(it);
+  c.intent_partitions.erase(owner);
   if (!c.Wait(ids).ok()) {
     // Best effort: a server that went away released them. Late replies are dropped.
     for (uint64_t id : ids) c.calls.erase(id);
@@ -269,6 +274,7 @@ void PostIntentRelease(Client::Impl& c, uint64_t owner, std::span<const uint32_t
     Post(c, node, Op::kIntentRelease, 0, body);
   }
   c.intent_nodes.erase(it);
+  c.intent_partitions.erase(owner);
 }
 
 }  // namespace ramp

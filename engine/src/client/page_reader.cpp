@@ -132,7 +132,8 @@ struct PageReader::Impl {
     if (held_slot >= 0) free_slots.push_back(held_slot);
     held_slot = -1;
   }
-  Status Drain();
+  // wait: for the batches in flight (false: their connections are given up at once).
+  Status Drain(bool wait);
   // Connections (not opened yet) for the nodes the client knows and the reader has none
   // for: all of them at first, later the nodes added to a running cluster. Existing
   // connections stay where they are (the per-node vectors move, their elements do not).
@@ -311,12 +312,13 @@ Status PageReader::Impl::Progress(Conn* c, bool* did, const Sink* sink, bool dis
   return result;
 }
 
-Status PageReader::Impl::Drain() {
-  // Batches still in flight will be written into their slots: wait for them (bounded, and
-  // without the wait hook: this runs after it cancelled too), or give their connections up
-  // so that nothing lands in a slot reused later.
-  Waiter waiter(*context, &doorbells, /*hook=*/false);
-  while (!in_flight.empty()) {
+Status PageReader::Impl::Drain(bool wait) {
+  // Batches still in flight will be written into their slots: wait for them (bounded by the
+  // timeout and by the wait hook: a cancelled statement does not wait for a server that
+  // stopped answering), or give their connections up so that nothing lands in a slot reused
+  // later. Not at all after a wait that was cancelled or timed out.
+  Waiter waiter(*context, &doorbells);
+  while (wait && !in_flight.empty()) {
     bool did = false;
     for (Conn* c : all_conns) {
       if (!c->channel.is_open() || c->in_flight == 0) continue;
@@ -554,7 +556,7 @@ Status PageReader::NextBatch(const Sink& sink, bool* done) {
   }
   if (!st.ok()) {
     im.ReleaseHeld();
-    im.Drain();
+    im.Drain(!st.Is(Status::Code::kCancelled) && !st.Is(Status::Code::kTimeout));
     im.DropNext();
     im.active = false;
     im.queued = 0;
@@ -573,7 +575,7 @@ void PageReader::End() {
   if (!pending) return;
   // Batches still in flight land in their slots: wait for them (Drain). A prefetched read is
   // dropped with them.
-  if (!im.in_flight.empty()) im.Drain();
+  if (!im.in_flight.empty()) im.Drain(true);
   im.DropNext();
 }
 

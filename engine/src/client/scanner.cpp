@@ -62,6 +62,8 @@ constexpr int kMaxTailRounds = 16;
 // A partition that moves while it is scanned is opened again at its new owner and read
 // again from its first page, at most this many times.
 constexpr int kMaxMoves = 64;
+// Scanner::State::page_kind.
+constexpr uint8_t kPageUnseen = 0, kPageParsed = 1, kPageContinues = 2;
 constexpr size_t kRepairBatch = 256;
 
 // The row keys of a partition decided so far: a bitmap over [lo, lo + 64 * words) for the
@@ -273,6 +275,9 @@ struct Scanner::State {
   std::vector<uint64_t> undecided;                // row keys, with repeats
   std::unordered_set<std::string> decided_other;  // keys that are not row keys
   std::unordered_set<std::string> undecided_other;
+  // Per page of the partition: kPageParsed (read as a page), kPageContinues (inside the run
+  // of a record larger than a page: its bytes are the record's, whatever they look like).
+  std::vector<uint8_t> page_kind;
   // The partition taken next, its pages prefetched by the reader (when it still has them).
   bool have_next = false;
   size_t next_index = 0;
@@ -560,6 +565,7 @@ Status Scanner::State::StartPartition(size_t index) {
   undecided.clear();
   decided_other.clear();
   undecided_other.clear();
+  page_kind.clear();
   from = 0;
   to = info[index].page_count;
   // Pages below the head page SCAN_OPEN saw hold complete records only: the owner appends
@@ -623,9 +629,28 @@ Status Scanner::State::ParsePage(size_t i, const Status& ps, const uint8_t* data
   stats.pages++;
   stats.bytes += len;
   record::PageHeader h;
-  // A page without a header continues a multi-page record, handled at its head page.
-  if (!record::ReadPageHeader(data, len, &h).ok()) return Status::OK();
+  // A page without a header continues a multi-page record, handled at its head page; so
+  // does one inside a run seen before, whatever its bytes (a value can hold a page header).
+  const uint32_t page_no = page_refs[i].page_no;
+  if (page_no >= page_kind.size()) page_kind.resize(size_t{page_no} + 1, kPageUnseen);
+  if (page_kind[page_no] == kPageContinues) return Status::OK();
+  if (!record::ReadPageHeader(data, len, &h).ok() || h.page_no != page_no ||
+      h.keyspace != part.keyspace || h.bucket != part.bucket) {
+    return Status::OK();
+  }
   if (h.run_pages > 1) {
+    // Pages arrive in completion order: one of the run read as a page before its head would
+    // have handed out rows made of a value's bytes. Refused rather than answered wrong.
+    const uint32_t end = page_no + std::min<uint32_t>(h.run_pages, UINT32_MAX - page_no);
+    if (end > page_kind.size()) page_kind.resize(end, kPageUnseen);
+    for (uint32_t q = page_no + 1; q < end; q++) {
+      if (page_kind[q] == kPageParsed) {
+        return Status::Corruption("scan of " + part.ToString() + ": page " + std::to_string(q) +
+                                  " was read as a page, but continues the record of page " +
+                                  std::to_string(page_no));
+      }
+      page_kind[q] = kPageContinues;
+    }
     // One record larger than a page: its key is in the first page, the rest is not
     // reassembled here; the key is read by snapshot GET (unless the pages decide it).
     const record::RecordView v = record::PeekRecord(data + record::kPageHeaderBytes);
@@ -638,6 +663,7 @@ Status Scanner::State::ParsePage(size_t i, const Status& ps, const uint8_t* data
     }
     return Status::OK();
   }
+  page_kind[page_no] = kPageParsed;
   const uint32_t skip = value_align_skip;
   const uint32_t used = std::min<uint32_t>(h.used, len);
   const bool complete = page_refs[i].page_no < complete_below;
@@ -730,6 +756,7 @@ Status Scanner::State::FillRows(bool* done) {
       c.MoveBackoff(moves);
       const size_t one[] = {cur};
       RAMP_RETURN_IF_ERROR(OpenAt(one, true));
+      page_kind.clear();  // the new owner's log numbers its pages its own way
       from = 0;
       to = info[cur].page_count;
       complete_below = to == 0 ? 0 : to - 1;

@@ -159,6 +159,22 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
   };
   std::map<uint32_t, std::vector<PartitionId>> todo = parts_by_node;
   Status result;
+  // The release of the writer's intents: carried by the first COMMIT to each server, applied
+  // there after the commit. Every server it asked for an intent whose COMMIT did not apply it
+  // (none sent there, MOVED, no answer) gets an INTENT_RELEASE once the decision is over, not
+  // before: an intent that moved with its partition is released by the server it was asked
+  // of passing the end on to the new owner, and a writer granted there before the commit is
+  // applied would read the row without it and fail with 40001.
+  const uint64_t release_owner = release_intents && commit ? c.release_intents_with_commit : 0;
+  std::vector<uint32_t> released;  // servers whose COMMIT applied the release
+  struct ReleaseTheRest {
+    Client::Impl& c;
+    uint64_t owner;
+    const std::vector<uint32_t>& released;
+    ~ReleaseTheRest() {
+      if (owner != 0) PostIntentRelease(c, owner, released);
+    }
+  } release_at_end{c, release_owner, released};
   for (int attempt = 0; !todo.empty(); attempt++) {
     // The messages: one per node, or one per partition (a large COMMIT_ADDRESSES, so that
     // each reply stays under the server's bound on the addresses it returns).
@@ -174,15 +190,12 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
     std::vector<size_t> sent_messages;  // per id, its index in messages
     std::vector<PartitionId> moved;
     std::string body;
-    const uint64_t release_owner =
-        attempt == 0 && release_intents && commit ? c.release_intents_with_commit : 0;
-    std::vector<uint32_t> released;  // servers whose COMMIT carries the release
     for (size_t m = 0; m < messages.size(); m++) {
       const auto& [node, parts] = messages[m];
       protocol::Decision d{ts, parts};
       // The last message to its node carries the release (after all of the node's commits).
       const bool last_to_node = m + 1 == messages.size() || messages[m + 1].first != node;
-      if (release_owner != 0 && last_to_node) d.release_intents_of = release_owner;
+      if (attempt == 0 && release_owner != 0 && last_to_node) d.release_intents_of = release_owner;
       body.clear();
       protocol::Encode(d, &body);
       uint64_t id = 0;
@@ -194,10 +207,6 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
       }
       ids.push_back(id);
       sent_messages.push_back(m);
-      if (d.release_intents_of != 0) released.push_back(node);
-    }
-    if (attempt == 0 && release_intents && c.release_intents_with_commit != 0) {
-      PostIntentRelease(c, c.release_intents_with_commit, released);
     }
     Status waited = c.Wait(ids);
     if (!waited.ok()) return waited;
@@ -205,6 +214,10 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
       const auto& [node, sent] = messages[sent_messages[i]];
       PendingCall reply;
       Status st = c.TakeReply(ids[i], &reply);
+      const bool carried =
+          attempt == 0 && release_owner != 0 &&
+          (sent_messages[i] + 1 == messages.size() || messages[sent_messages[i] + 1].first != node);
+      if (st.ok() && carried) released.push_back(node);
       if (st.ok() && op == Op::kCommitAddresses) LearnAddresses(c, node, reply);
       protocol::PrepareError detail;
       std::string msg;
@@ -234,6 +247,22 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
     for (const PartitionId& p : moved) todo[c.OwnerOf(p)].push_back(p);
   }
   return result;
+}
+
+// Whether one of owner's intents was asked at a node that no longer owns its partition,
+// which the commit writes at its new owner.
+bool IntentsMoved(const Client::Impl& c, uint64_t owner,
+                  const std::map<uint32_t, std::vector<PartitionId>>& parts_by_node) {
+  auto it = c.intent_partitions.find(owner);
+  if (owner == 0 || it == c.intent_partitions.end()) return false;
+  for (const auto& [part, asked_at] : it->second) {
+    for (const auto& [node, parts] : parts_by_node) {
+      if (node != asked_at && std::find(parts.begin(), parts.end(), part) != parts.end()) {
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 // Whether a COMMIT of n writes asks for the addresses of what it wrote (GET* reads them
@@ -413,9 +442,18 @@ Status RampCommit(Client::Impl& c, std::span<const WriteItem> writes, Timestamp*
         }
       } else {
         const bool learn = LearnsAddresses(c, writes.size());
+        // A partition that moved during this transaction may have taken the writer's
+        // intents along: their old owner passes a release on to the new one, which must not
+        // get it before this COMMIT (carried by a COMMIT to the old owner, it could):
+        // released after the decision then.
+        const bool carry_release =
+            moves == 0 && !IntentsMoved(c, c.release_intents_with_commit, parts_by_node);
         st = Decide(c, learn ? Op::kCommitAddresses : Op::kCommit, ts, parts_by_node,
-                    /*release_intents=*/true,
+                    /*release_intents=*/carry_release,
                     /*per_partition=*/learn && writes.size() > kMaxAddressedWrites);
+        if (!carry_release && c.release_intents_with_commit != 0) {
+          PostIntentRelease(c, c.release_intents_with_commit);
+        }
       }
       if (!st.ok()) {
         RAMP_WARN("COMMIT %s not acknowledged everywhere (%s); servers will resolve it",

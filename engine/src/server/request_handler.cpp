@@ -289,23 +289,28 @@ Status RequestHandler::OnPrepare(const Header& h, std::string_view body, std::st
 
 // A decision that carries release_intents_of releases those intents after it is applied
 // (whatever its outcome, as the INTENT_RELEASE that used to follow it did): a writer waiting
-// for one of them is granted with this commit in the version its grant carries.
+// for one of them is granted with this commit in the version its grant carries. Not when it
+// is refused with MOVED: the commit is not applied here then (a writer granted now would read
+// the key without it and fail its own commit with 40001); the client sends the decision
+// again and the release after it is applied.
 Status RequestHandler::OnDecision(Session& s, const Header& h, std::string_view body,
                                   std::string* reply) {
   RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &decision_));
-  Status st = ApplyDecision(h, reply);
-  if (decision_.release_intents_of != 0) {
+  bool moved = false;
+  Status st = ApplyDecision(h, reply, &moved);
+  if (decision_.release_intents_of != 0 && !moved) {
     ctx_->intents->Release({s.client_id, decision_.release_intents_of});
   }
   return st;
 }
 
-Status RequestHandler::ApplyDecision(const Header& h, std::string* reply) {
+Status RequestHandler::ApplyDecision(const Header& h, std::string* reply, bool* moved) {
   // A decision for a partition that moved away is refused whole (the client sends it again
   // to the new owners; COMMIT and ABORT are idempotent).
   for (uint32_t i = 0; i < decision_.partitions.size(); i++) {
     if (!ctx_->directory->Owns(decision_.partitions[i])) {
       MovedReply(h, decision_.partitions[i], i, reply);
+      *moved = true;
       return Status::OK();
     }
   }
@@ -319,6 +324,7 @@ Status RequestHandler::ApplyDecision(const Header& h, std::string* reply) {
     for (uint32_t i = 0; i < decision_.partitions.size(); i++) {
       if (!ctx_->directory->Owns(decision_.partitions[i])) {
         MovedReply(h, decision_.partitions[i], i, reply);
+        *moved = true;
         return Status::OK();
       }
     }
@@ -406,7 +412,17 @@ Status RequestHandler::OnWriteLocked(Session& s, const Header& h, std::string_vi
   protocol::LockRequest req;
   RAMP_RETURN_IF_ERROR(protocol::Decode(body, h.count, &req));
   const LockTable::Owner owner{s.client_id, req.txn};
-  const Timestamp ts{ctx_->clock->Now(), s.client_id};
+  std::unique_lock no_scan_opens(ctx_->watermarks_mu);
+  Timestamp ts{ctx_->clock->Now(), s.client_id};
+  // Above every scan watermark of the partitions written: one raised by a snapshot this
+  // server's clock has not seen (carried here by a migration, or a client clock ahead).
+  for (const auto& item : req.items) {
+    const Timestamp w = ctx_->store->Watermark(item.part);
+    if (ts <= w) {
+      ctx_->clock->Observe(w.time);
+      ts = Timestamp{ctx_->clock->Now(), s.client_id};
+    }
+  }
   Status st;
   // A partition that moved away since the LOCK (a migration's cutover) is not written here,
   // nor any item of the request: the write would land in a copy no longer served.

@@ -54,7 +54,8 @@ class RequestHandler {
   Status OnPrepare(const protocol::Header& h, std::string_view body, std::string* reply);
   Status OnDecision(Session& s, const protocol::Header& h, std::string_view body,
                     std::string* reply);
-  Status ApplyDecision(const protocol::Header& h, std::string* reply);
+  // *moved: refused with MOVED (a partition moved away: the client sends it again).
+  Status ApplyDecision(const protocol::Header& h, std::string* reply, bool* moved);
   Status OnLookup(Session& s, const protocol::Header& h, std::string_view body, std::string* reply);
   Status OnLock(Session& s, const protocol::Header& h, std::string_view body, std::string* reply);
   Status OnWriteLocked(Session& s, const protocol::Header& h, std::string_view body,

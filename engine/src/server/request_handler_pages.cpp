@@ -67,6 +67,7 @@ Status RequestHandler::OnScanOpen(const protocol::Header& h, std::string_view bo
     return Status::OK();
   }
   protocol::ScanOpenReply r;
+  std::shared_lock no_locked_writes(ctx_->watermarks_mu);  // ServerContext::watermarks_mu
   for (const auto& p : req.partitions) {
     uint32_t hint = 0;
     uint64_t epoch = 0;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <shared_mutex>
 #include <string>
 
 #include "ramp/hlc.h"
@@ -42,6 +43,11 @@ struct ServerContext {
   uint64_t started_ms = 0;
   Limits limits;
   bool test_ack_before_durable = false;  // ServerOptions::test_ack_before_durable
+  // SCAN_OPEN raises watermarks holding it shared; a strict-2PL WRITE_LOCKED draws its
+  // timestamp above its partitions' watermarks and installs its versions holding it
+  // exclusively, so that no scan opens between the two (its snapshot could be above the
+  // timestamp, and the versions would appear in its pages late).
+  std::shared_mutex watermarks_mu;
   std::atomic<uint64_t> ops{0};
   std::atomic<uint64_t> connections{0};
   std::atomic<uint64_t> next_session{1};

@@ -454,6 +454,20 @@ TEST_F(RampStoreTest, WriteCommittedInstallsAndCommitsAtOnce) {
   EXPECT_EQ(store_->stats().prepared_txns, 0u);
 }
 
+// A page scan opened at a snapshot raised the partition's watermark: a committed write at or
+// below it would appear in the scan's pages late (a rescan at the same snapshot would see it,
+// a first one not). Strict 2PL's committed writes are refused there as PREPAREs are.
+TEST_F(RampStoreTest, WriteCommittedAtOrBelowTheWatermarkIsRefused) {
+  ASSERT_TRUE(store_->RaiseWatermark(Part(), Ts(20)).empty());
+  for (const Timestamp& ts : {Ts(10), Ts(20)}) {
+    const Status s = store_->WriteCommitted(Part(), "late", "v", false, ts);
+    EXPECT_TRUE(s.Is(Status::Code::kAborted)) << ts.ToString() << ": " << s.ToString();
+  }
+  EXPECT_EQ(Get("late").status, ReadStatus::kNotFound);
+  ASSERT_TRUE(store_->WriteCommitted(Part(), "late", "v", false, Ts(21)).ok());
+  EXPECT_EQ(Get("late").value, "v");
+}
+
 // A grouped key: the group's length (2 bytes, big-endian), the group, then the entry's suffix
 // (the client's EncodeGroupKey, spelled out: the store links no client code).
 std::string group_key(std::string_view group, std::string_view suffix) {

@@ -177,6 +177,12 @@ Status Partition::WriteCommitted(std::string_view key, std::string_view value, b
   const uint64_t hash = KeyHash(key);
   KeySlot* slot = FindKey(hash, key);
   if (HasVersion(slot, ts)) return Status::OK();
+  // A scan opened at the watermark read the page count then: a version at or below it
+  // appearing now would change what that snapshot sees (as a late PREPARE would).
+  if (ts <= watermark_) {
+    return Status::Aborted("timestamp " + ts.ToString() + " is at or below the scan watermark " +
+                           watermark_.ToString() + " of partition " + id_.ToString());
+  }
   Loc loc;
   RAMP_RETURN_IF_ERROR(AppendVersion(
       key, value, {},
