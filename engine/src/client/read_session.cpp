@@ -60,7 +60,7 @@ uint64_t InstanceOf(Client::Impl& c, uint32_t node) {
 // changes), so what the caller gets is what the request would have got. false: read by
 // request (nothing kept, another placement or server instance, a changed version, a read
 // that failed). Kept privately first, else (a group of at most one entry) in the shared
-// cache (SharedGroup), which another process may have filled.
+// cache (SharedGroup: a small group), which another process may have filled.
 bool ServeKept(Client::Impl& c, const std::string& cache_key, KeyspaceId keyspace,
                std::string_view group, const PartitionId& part, std::vector<GroupEntry>* out) {
   if (auto it = c.kept_groups.find(cache_key); it != c.kept_groups.end()) {
@@ -95,11 +95,12 @@ bool ServeKept(Client::Impl& c, const std::string& cache_key, KeyspaceId keyspac
                         GroupVersionIs(c, g.node, g.version_offset, g.version));
   if (!current) return false;
   out->clear();
-  if (g.has_entry) {
+  out->reserve(g.entries.size());
+  for (const SharedGroupEntry& s : g.entries) {
     GroupEntry& e = out->emplace_back();
-    e.suffix.resize(sizeof(g.suffix));
-    std::memcpy(e.suffix.data(), &g.suffix, sizeof(g.suffix));
-    e.ts = Timestamp{g.ts_time, g.ts_client};
+    e.suffix.resize(sizeof(s.suffix));
+    std::memcpy(e.suffix.data(), &s.suffix, sizeof(s.suffix));
+    e.ts = Timestamp{s.ts_time, s.ts_client};
     if (g.value_flag) e.value.assign(1, '\x01');
   }
   c.stats.group_cache_hits++;
@@ -127,23 +128,29 @@ void Keep(Client::Impl& c, std::string cache_key, const PartitionId& part, uint3
     k.bytes += sizeof(GroupEntry) + e.suffix.size() + e.value.size();
     for (const auto& sib : e.siblings) k.bytes += sizeof(sib) + sib.first.size();
   }
-  // A group of at most one entry that names no siblings goes to the shared cache too.
-  if (entries.size() <= 1) {
-    const GroupEntry* e = entries.empty() ? nullptr : &entries[0];
-    if (e == nullptr || (e->siblings.empty() && e->suffix.size() == sizeof(uint64_t) &&
-                         (e->value.empty() || e->value == std::string_view("\x01", 1)))) {
+  // A small group whose entries name no siblings goes to the shared cache too (parallel
+  // workers start without kept groups: at TPC-H SF 1 Q4's were cold on every run).
+  if (entries.size() <= kMaxSharedGroupEntries) {
+    const std::string_view value = entries.empty() ? std::string_view() : entries[0].value;
+    bool shareable = value.empty() || value == std::string_view("\x01", 1);
+    for (const GroupEntry& e : entries) {
+      shareable = shareable && e.siblings.empty() && e.suffix.size() == sizeof(uint64_t) &&
+                  e.value == value;
+    }
+    if (shareable) {
       SharedGroup g;
       g.node = node;
       g.instance_hash = static_cast<uint16_t>(k.instance);
       g.placement_epoch = static_cast<uint32_t>(k.placement_epoch & 0x3FFFFFFF);
       g.version_offset = k.version_offset;
       g.version = k.version;
-      if (e != nullptr) {
-        g.has_entry = true;
-        g.value_flag = !e->value.empty();
-        std::memcpy(&g.suffix, e->suffix.data(), sizeof(g.suffix));
-        g.ts_time = e->ts.time;
-        g.ts_client = e->ts.client;
+      g.value_flag = !value.empty();
+      g.entries.reserve(entries.size());
+      for (const GroupEntry& e : entries) {
+        SharedGroupEntry& s = g.entries.emplace_back();
+        std::memcpy(&s.suffix, e.suffix.data(), sizeof(s.suffix));
+        s.ts_time = e.ts.time;
+        s.ts_client = e.ts.client;
       }
       c.addresses->StoreGroup(part.keyspace, cache_key.substr(sizeof(KeyspaceId)), g);
     }
