@@ -302,6 +302,29 @@ TEST_F(ClientApiTest, SmallGroupsOfSeveralEntriesAreSharedThroughTheSharedAddres
   EXPECT_EQ(c->stats().shared_group_hits, 0u);
 }
 
+// Remembered versions are bounded (the oldest 2^18 rows back are forgotten first), and a row
+// remembered again keeps its place but takes the new version.
+TEST_F(ClientApiTest, RememberedVersionsForgetTheOldestFirst) {
+  auto c = Open();
+  auto r = c->NewReadSession();
+  const KeyspaceId ks = Table().id;
+  constexpr uint64_t kBound = uint64_t{1} << 18;
+  for (uint64_t id = 1; id <= kBound; id++) r->RememberVersion(ks, id, Timestamp{id, 1});
+  r->RememberVersion(ks, 1, Timestamp{7, 7});  // again: still the oldest
+  Timestamp ts;
+  ASSERT_TRUE(r->RecallVersion(ks, 1, &ts));
+  EXPECT_EQ(ts, (Timestamp{7, 7}));
+  for (uint64_t id = kBound + 1; id <= kBound + 1000; id++) {
+    r->RememberVersion(ks, id, Timestamp{id, 1});
+  }
+  for (uint64_t id = 1; id <= 1000; id++) EXPECT_FALSE(r->RecallVersion(ks, id, &ts)) << id;
+  for (uint64_t id = 1001; id <= kBound + 1000; id += 997) {
+    ASSERT_TRUE(r->RecallVersion(ks, id, &ts)) << id;
+    EXPECT_EQ(ts, (Timestamp{id, 1}));
+  }
+  EXPECT_FALSE(r->RecallVersion(ks ^ 1, 5000, &ts)) << "another keyspace";
+}
+
 TEST_F(ClientApiTest, InPlaceUpdateWithAStaleExpectedVersionConflicts) {
   auto c = Open();
   const KeyspaceRef table = Table();

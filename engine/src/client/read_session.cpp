@@ -240,6 +240,86 @@ struct RowRefHash {
   }
 };
 
+// The remembered versions: an open-addressing table (linear probing, power-of-two size, at
+// most half full, backward-shift erase) with a FIFO of its keys, bounded to
+// kMaxRememberedVersions. A std::unordered_map with a node per row cost a malloc and a free
+// per row read once full (18 % of TPC-H SF 1 Q7 on ramp_hash indexes, 480 000 rows per
+// participant, in RememberVersion alone).
+class VersionTable {
+ public:
+  void Put(const RowRef& r, const Timestamp& ts) {
+    if ((count_ + 1) * 2 > slots_.size()) Grow();
+    for (size_t i = Hash(r) & mask_;; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (!s.used) {
+        s = Slot{r, ts, true};
+        count_++;
+        order_.push_back(r);
+        if (order_.size() > kMaxRememberedVersions) {
+          Erase(order_.front());
+          order_.pop_front();
+        }
+        return;
+      }
+      if (s.ref == r) {
+        s.ts = ts;
+        return;
+      }
+    }
+  }
+  const Timestamp* Find(const RowRef& r) const {
+    if (count_ == 0) return nullptr;
+    for (size_t i = Hash(r) & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (!s.used) return nullptr;
+      if (s.ref == r) return &s.ts;
+    }
+  }
+
+ private:
+  struct Slot {
+    RowRef ref{0, 0};
+    Timestamp ts;
+    bool used = false;
+  };
+  static uint64_t Hash(const RowRef& r) {
+    uint64_t h = r.rowid ^ (r.ks * 0x9E3779B97F4A7C15ull);
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    return h;
+  }
+  void Erase(const RowRef& r) {
+    size_t hole = Hash(r) & mask_;
+    while (slots_[hole].used && !(slots_[hole].ref == r)) hole = (hole + 1) & mask_;
+    if (!slots_[hole].used) return;
+    for (size_t j = (hole + 1) & mask_; slots_[j].used; j = (j + 1) & mask_) {
+      const size_t home = Hash(slots_[j].ref) & mask_;
+      if (((j - home) & mask_) >= ((j - hole) & mask_)) {
+        slots_[hole] = slots_[j];
+        hole = j;
+      }
+    }
+    slots_[hole].used = false;
+    count_--;
+  }
+  void Grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_ = std::vector<Slot>(old.empty() ? 64 : old.size() * 2);
+    mask_ = slots_.size() - 1;
+    for (const Slot& o : old) {
+      if (!o.used) continue;
+      size_t i = Hash(o.ref) & mask_;
+      while (slots_[i].used) i = (i + 1) & mask_;
+      slots_[i] = o;
+    }
+  }
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+  size_t count_ = 0;
+  std::deque<RowRef> order_;
+};
+
 }  // namespace
 
 struct ReadSession::State {
@@ -252,8 +332,7 @@ struct ReadSession::State {
   std::unordered_map<RowRef, Timestamp, RowRefHash> statement_need;
   bool statement_tracking = true;
   // Remembered versions: FIFO-bounded.
-  std::unordered_map<RowRef, Timestamp, RowRefHash> versions;
-  std::deque<RowRef> versions_order;
+  VersionTable versions;
   // Prefetched rows of the current statement.
   std::unordered_map<RowRef, PrefetchedRow, RowRefHash> prefetched;
   size_t prefetched_bytes = 0;
@@ -481,19 +560,13 @@ Status ReadSession::GetGroup(KeyspaceId keyspace, std::string_view group,
 void ReadSession::RememberVersion(KeyspaceId keyspace, uint64_t rowid, const Timestamp& ts) {
   State& s = *state_;
   const RowRef r{keyspace, rowid};
-  auto [it, inserted] = s.versions.insert_or_assign(r, ts);
-  if (!inserted) return;
-  s.versions_order.push_back(r);
-  if (s.versions_order.size() > kMaxRememberedVersions) {
-    s.versions.erase(s.versions_order.front());
-    s.versions_order.pop_front();
-  }
+  s.versions.Put(r, ts);
 }
 
 bool ReadSession::RecallVersion(KeyspaceId keyspace, uint64_t rowid, Timestamp* ts) const {
-  auto it = state_->versions.find(RowRef{keyspace, rowid});
-  if (it == state_->versions.end()) return false;
-  *ts = it->second;
+  const Timestamp* found = state_->versions.Find(RowRef{keyspace, rowid});
+  if (found == nullptr) return false;
+  *ts = *found;
   return true;
 }
 
