@@ -226,6 +226,105 @@ TEST_F(ClientApiTest, OneEntryGroupsAreSharedThroughTheSharedAddressCache) {
   EXPECT_EQ(got_a.size(), 1u);
 }
 
+// Groups of several entries (up to kMaxSharedGroupEntries, from writes at two timestamps here)
+// are shared too: a second client gets exactly the first one's entries without a request,
+// and sees a commit to the group at once.
+TEST_F(ClientApiTest, SmallGroupsOfSeveralEntriesAreSharedThroughTheSharedAddressCache) {
+  auto writer = Open();
+  const KeyspaceRef table = Table(), index = Index();
+  auto insert = [&](uint64_t group, uint64_t from, uint64_t to) {
+    WriteBatch b(writer->write_limits());
+    for (uint64_t id = from; id <= to; id++) {
+      ASSERT_TRUE(b.Insert(table, EntryKey{0, id}, "row", 1, kTopSubTxn).ok());
+      ASSERT_TRUE(b.Insert(index, EntryKey{group, id}, "", 1, kTopSubTxn).ok());
+    }
+    Status st = writer->Write(b);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  };
+  {
+    // Bulk writes (entries without siblings): group 9 gets 4 + 3 entries at two timestamps,
+    // group 10 more than a shared group holds.
+    WriteBatch bulk(writer->write_limits());
+    for (uint64_t id = 1; id <= 70; id++) {
+      ASSERT_TRUE(bulk.Insert(table, EntryKey{0, id}, "row", 1, kTopSubTxn).ok());
+      ASSERT_TRUE(bulk.Insert(index, EntryKey{id <= 4 ? 9u : 10u, id}, "", 1, kTopSubTxn).ok());
+    }
+    ASSERT_TRUE(writer->Write(bulk).ok());
+    bulk.Clear();
+    for (uint64_t id = 71; id <= 140; id++) {
+      ASSERT_TRUE(bulk.Insert(table, EntryKey{0, id}, "row", 1, kTopSubTxn).ok());
+      ASSERT_TRUE(bulk.Insert(index, EntryKey{id <= 73 ? 9u : 11u, id}, "", 1, kTopSubTxn).ok());
+    }
+    ASSERT_TRUE(writer->Write(bulk).ok());
+  }
+  std::vector<char> memory(SharedAddressCacheBytes(4096) + 64);
+  void* aligned =
+      reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(memory.data()) + 63) & ~uintptr_t{63});
+  ClientOptions o =
+      cluster_->ClientOptionsFor(Provider::kShm, ReadPath::kGetStar, WritePath::kPutPlus);
+  o.address_cache = AttachSharedAddressCache(aligned, SharedAddressCacheBytes(4096), true);
+  ASSERT_NE(o.address_cache, nullptr);
+  std::unique_ptr<Client> a, b;
+  ASSERT_TRUE(Client::Open(o, &a).ok());
+  ASSERT_TRUE(Client::Open(o, &b).ok());
+  a->DefineKeyspace(index.id, index.buckets, index.grouped);
+  b->DefineKeyspace(index.id, index.buckets, index.grouped);
+  auto ra = a->NewReadSession();
+  auto rb = b->NewReadSession();
+  std::vector<GroupEntry> got_a, got_b;
+  ASSERT_TRUE(ra->GetGroup(index.id, RowKey(9), &got_a).ok());
+  ASSERT_EQ(got_a.size(), 7u);
+  EXPECT_NE(got_a.front().ts, got_a.back().ts);
+  ASSERT_TRUE(ra->GetGroup(index.id, RowKey(10), &got_a).ok());
+  EXPECT_EQ(got_a.size(), 66u);
+  ASSERT_TRUE(ra->GetGroup(index.id, RowKey(9), &got_a).ok());
+  ASSERT_TRUE(rb->GetGroup(index.id, RowKey(9), &got_b).ok());
+  EXPECT_EQ(b->stats().shared_group_hits, 1u);
+  ASSERT_EQ(got_b.size(), got_a.size());
+  for (size_t i = 0; i < got_a.size(); i++) {
+    EXPECT_EQ(got_b[i].suffix, got_a[i].suffix) << i;
+    EXPECT_EQ(got_b[i].ts, got_a[i].ts) << i;
+    EXPECT_EQ(got_b[i].value, got_a[i].value) << i;
+    EXPECT_TRUE(got_b[i].siblings.empty());
+  }
+  // Too large to share: b asks the server.
+  ASSERT_TRUE(rb->GetGroup(index.id, RowKey(10), &got_b).ok());
+  EXPECT_EQ(got_b.size(), 66u);
+  EXPECT_EQ(b->stats().shared_group_hits, 1u);
+  // A commit to group 9 (b kept nothing of it privately): b sees the new entry.
+  insert(9, 200, 200);
+  std::unique_ptr<Client> c;
+  ASSERT_TRUE(Client::Open(o, &c).ok());
+  c->DefineKeyspace(index.id, index.buckets, index.grouped);
+  auto rcs = c->NewReadSession();
+  ASSERT_TRUE(rcs->GetGroup(index.id, RowKey(9), &got_b).ok());
+  EXPECT_EQ(got_b.size(), 8u);
+  EXPECT_EQ(c->stats().shared_group_hits, 0u);
+}
+
+// Remembered versions are bounded (the oldest 2^18 rows back are forgotten first), and a row
+// remembered again keeps its place but takes the new version.
+TEST_F(ClientApiTest, RememberedVersionsForgetTheOldestFirst) {
+  auto c = Open();
+  auto r = c->NewReadSession();
+  const KeyspaceId ks = Table().id;
+  constexpr uint64_t kBound = uint64_t{1} << 18;
+  for (uint64_t id = 1; id <= kBound; id++) r->RememberVersion(ks, id, Timestamp{id, 1});
+  r->RememberVersion(ks, 1, Timestamp{7, 7});  // again: still the oldest
+  Timestamp ts;
+  ASSERT_TRUE(r->RecallVersion(ks, 1, &ts));
+  EXPECT_EQ(ts, (Timestamp{7, 7}));
+  for (uint64_t id = kBound + 1; id <= kBound + 1000; id++) {
+    r->RememberVersion(ks, id, Timestamp{id, 1});
+  }
+  for (uint64_t id = 1; id <= 1000; id++) EXPECT_FALSE(r->RecallVersion(ks, id, &ts)) << id;
+  for (uint64_t id = 1001; id <= kBound + 1000; id += 997) {
+    ASSERT_TRUE(r->RecallVersion(ks, id, &ts)) << id;
+    EXPECT_EQ(ts, (Timestamp{id, 1}));
+  }
+  EXPECT_FALSE(r->RecallVersion(ks ^ 1, 5000, &ts)) << "another keyspace";
+}
+
 TEST_F(ClientApiTest, InPlaceUpdateWithAStaleExpectedVersionConflicts) {
   auto c = Open();
   const KeyspaceRef table = Table();

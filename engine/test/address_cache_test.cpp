@@ -116,6 +116,102 @@ TEST(LocalAddressCache, ManyKeysGrowEraseAndStoreAgain) {
   }
 }
 
+SharedGroup GroupOf(uint64_t version, std::vector<SharedGroupEntry> entries) {
+  SharedGroup g;
+  g.node = 2;
+  g.instance_hash = 0x1234;
+  g.placement_epoch = 9;
+  g.version_offset = 4096;
+  g.version = version;
+  g.entries = std::move(entries);
+  return g;
+}
+
+void ExpectSame(const SharedGroup& got, const SharedGroup& want) {
+  EXPECT_EQ(got.node, want.node);
+  EXPECT_EQ(got.instance_hash, want.instance_hash);
+  EXPECT_EQ(got.placement_epoch, want.placement_epoch);
+  EXPECT_EQ(got.version_offset, want.version_offset);
+  EXPECT_EQ(got.version, want.version);
+  EXPECT_EQ(got.value_flag, want.value_flag);
+  ASSERT_EQ(got.entries.size(), want.entries.size());
+  for (size_t i = 0; i < want.entries.size(); i++) {
+    EXPECT_EQ(got.entries[i].suffix, want.entries[i].suffix) << i;
+    EXPECT_EQ(got.entries[i].ts_time, want.entries[i].ts_time) << i;
+    EXPECT_EQ(got.entries[i].ts_client, want.entries[i].ts_client) << i;
+  }
+}
+
+// Groups of several entries take several lines: another process reads them back exactly
+// (entries of two timestamps, in order), a group over the limit is not kept, and a group
+// whose lines are not all there, or not all of one store, reads as a miss, never as part of
+// a group or a mix of two.
+TEST(SharedAddressCache, SmallGroupsAreSharedWholeOrNotAtAll) {
+  SharedMemory m(SharedAddressCacheBytes(4096));
+  auto cache = AttachSharedAddressCache(m.get(), m.bytes(), true);
+  ASSERT_NE(cache, nullptr);
+  std::vector<SharedGroupEntry> seven;
+  for (uint64_t i = 0; i < 7; i++) seven.push_back({100 + i, i < 3 ? 50u : 60u, 7});
+  const SharedGroup g = GroupOf(11, seven);
+  cache->StoreGroup(1, "g", g);
+  const int rc = InChild([&] {
+    auto child = AttachSharedAddressCache(m.get(), m.bytes(), false);
+    SharedGroup got;
+    if (child == nullptr || !child->LookupGroup(1, "g", &got)) return 1;
+    if (got.entries.size() != 7 || got.entries[3].suffix != 103 || got.entries[3].ts_time != 60) {
+      return 2;
+    }
+    return 0;
+  });
+  EXPECT_EQ(rc, 0);
+  SharedGroup got;
+  ASSERT_TRUE(cache->LookupGroup(1, "g", &got));
+  ExpectSame(got, g);
+  EXPECT_FALSE(cache->LookupGroup(2, "g", &got)) << "another keyspace";
+  // Empty and one-entry groups: one line each.
+  cache->StoreGroup(1, "empty", GroupOf(3, {}));
+  ASSERT_TRUE(cache->LookupGroup(1, "empty", &got));
+  ExpectSame(got, GroupOf(3, {}));
+  SharedGroup one = GroupOf(4, {{77, 5, 6}});
+  one.value_flag = true;
+  cache->StoreGroup(1, "one", one);
+  ASSERT_TRUE(cache->LookupGroup(1, "one", &got));
+  ExpectSame(got, one);
+  // Over the limit: not kept.
+  std::vector<SharedGroupEntry> many(kMaxSharedGroupEntries + 1, SharedGroupEntry{1, 2, 3});
+  for (size_t i = 0; i < many.size(); i++) many[i].suffix = i;
+  cache->StoreGroup(1, "many", GroupOf(5, many));
+  EXPECT_FALSE(cache->LookupGroup(1, "many", &got));
+  many.pop_back();
+  cache->StoreGroup(1, "many", GroupOf(5, many));
+  ASSERT_TRUE(cache->LookupGroup(1, "many", &got));
+  ExpectSame(got, GroupOf(5, many));
+  // A store of a newer version cut short after its first line (an entry it cannot keep):
+  // the old first line now leads to a line of the new store. A miss, not a mix.
+  std::vector<SharedGroupEntry> changed = seven;
+  for (auto& e : changed) e.suffix += 1000;
+  changed[5].suffix = ~uint64_t{0};
+  cache->StoreGroup(1, "g", GroupOf(12, changed));
+  EXPECT_FALSE(cache->LookupGroup(1, "g", &got)) << "a mix of two stores";
+  // A full table evicts lines of large groups: each reads whole or not at all.
+  SharedMemory small(SharedAddressCacheBytes(16));
+  auto tiny = AttachSharedAddressCache(small.get(), small.bytes(), true);
+  ASSERT_NE(tiny, nullptr);
+  int whole = 0;
+  for (uint64_t round = 0; round < 40; round++) {
+    std::vector<SharedGroupEntry> e;
+    for (uint64_t i = 0; i < 9; i++) e.push_back({round * 100 + i, 1, 1});
+    tiny->StoreGroup(1, "r" + std::to_string(round), GroupOf(round + 1, e));
+    for (uint64_t back = 0; back <= round; back++) {
+      if (!tiny->LookupGroup(1, "r" + std::to_string(back), &got)) continue;
+      ASSERT_EQ(got.entries.size(), 9u) << back;
+      for (uint64_t i = 0; i < 9; i++) ASSERT_EQ(got.entries[i].suffix, back * 100 + i);
+      whole++;
+    }
+  }
+  EXPECT_GT(whole, 0);
+}
+
 TEST(SharedAddressCache, RefusesBadMemory) {
   SharedMemory m(SharedAddressCacheBytes(1024));
   EXPECT_EQ(AttachSharedAddressCache(nullptr, m.bytes(), true), nullptr);

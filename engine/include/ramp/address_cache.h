@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "ramp/types.h"
 
@@ -39,26 +40,31 @@ struct AddressCacheStats {
   bool shared = false;
 };
 
-// A group of a grouped keyspace with at most one entry, as a shared cache keeps it
-// (ReadSession::GetGroup: the entries of a group read by request, kept with their partition's
-// group version, served after a one-sided read of that version finds it unchanged; several
-// processes, a parallel query's workers say, then share what one of them read). Only an
-// entry with no siblings fits, and its value must be empty or "\x01".
-struct SharedGroup {
-  uint32_t node = 0;             // owner of the partition
-  uint16_t instance_hash = 0;    // of the owner's instance (low 16 bits)
-  uint32_t placement_epoch = 0;  // low 30 bits
-  uint64_t version_offset = 0;   // the group version's word in the owner's arena
-  uint64_t version = 0;          // its value with this entry
-  bool has_entry = false;        // false: the group is empty
-  bool value_flag = false;       // the entry's value is "\x01" (else empty)
-  uint64_t suffix = 0;           // the entry's suffix (an 8-byte row key, host order)
+// A group of a grouped keyspace as a shared cache keeps it (ReadSession::GetGroup: the
+// entries of a group read by request, kept with their partition's group version, served
+// after a one-sided read of that version finds it unchanged; several processes, a parallel
+// query's workers say, then share what one of them read). Only groups of at most
+// kMaxSharedGroupEntries entries fit, none of which names siblings, each with an 8-byte
+// suffix, and all with the same value, empty or "\x01". A group of at most one entry takes
+// one cache line; a larger one takes one more line per three entries of one timestamp.
+constexpr size_t kMaxSharedGroupEntries = 32;
+struct SharedGroupEntry {
+  uint64_t suffix = 0;  // an 8-byte row key, host order
   uint64_t ts_time = 0, ts_client = 0;
+};
+struct SharedGroup {
+  uint32_t node = 0;                      // owner of the partition
+  uint16_t instance_hash = 0;             // of the owner's instance (low 16 bits)
+  uint32_t placement_epoch = 0;           // low 30 bits
+  uint64_t version_offset = 0;            // the group version's word in the owner's arena
+  uint64_t version = 0;                   // its value with these entries
+  bool value_flag = false;                // every entry's value is "\x01" (else empty)
+  std::vector<SharedGroupEntry> entries;  // in the order GET_GROUP returned them
 };
 
 class AddressCache {
  public:
-  // Shared caches keep one-entry groups too (SharedGroup): false when this one does not.
+  // Shared caches keep small groups too (SharedGroup): false when this one does not.
   virtual bool LookupGroup(KeyspaceId keyspace, std::string_view group, SharedGroup* out) {
     (void)keyspace, (void)group, (void)out;
     return false;

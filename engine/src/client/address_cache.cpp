@@ -231,54 +231,82 @@ class SharedAddressCache final : public AddressCache {
     }
   }
 
-  // A group's entry: its tag is drawn from a salted keyspace (no address has it), and the
-  // words hold node | flags | instance hash | epoch, version offset, version, suffix, and the
-  // entry's timestamp in record_epoch and extra.
+  // A group's first line: its tag is drawn from a salted keyspace (no address has it), and
+  // the words hold node | flags | instance hash | epoch, version offset, version, then for a
+  // group of at most one entry its suffix and timestamp, for a larger one (kMulti) the number
+  // of entries. A larger group's entries follow in lines 1, 2, ... (tags from the group and
+  // the line's number): a stamp of the first line's words, then a timestamp and up to three
+  // suffixes of entries with that timestamp (kNoSuffix pads). A reader takes the group only
+  // if every line is there with the stamp: lines of another store of the group (at another
+  // version) or torn by a writer read as a miss.
   bool LookupGroup(KeyspaceId keyspace, std::string_view group, SharedGroup* out) override {
-    const uint64_t h = HashKey(keyspace ^ kGroupSalt, group);
-    const uint64_t tag = h | 1;
-    SharedEntry* set = SetOf(h);
-    for (size_t w = 0; w < kWays; w++) {
-      SharedEntry& e = set[w];
-      const uint64_t s1 = e.seq.load(std::memory_order_acquire);
-      if ((s1 & 1) != 0 || e.tag.load(std::memory_order_relaxed) != tag) continue;
-      const uint64_t w0 = e.node_length.load(std::memory_order_relaxed);
-      SharedGroup g;
-      g.version_offset = e.instance.load(std::memory_order_relaxed);
-      g.version = e.placement_epoch.load(std::memory_order_relaxed);
-      g.suffix = e.offset.load(std::memory_order_relaxed);
-      g.ts_time = e.record_epoch.load(std::memory_order_relaxed);
-      g.ts_client = e.extra.load(std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_acquire);
-      if (e.seq.load(std::memory_order_relaxed) != s1) continue;  // changed under us
-      if ((w0 >> 63) == 0) continue;                              // not a group's entry
-      g.has_entry = (w0 >> 62) & 1;
-      g.value_flag = (w0 >> 61) & 1;
-      g.node = static_cast<uint32_t>((w0 >> 46) & 0x7FFF);
-      g.instance_hash = static_cast<uint16_t>(w0 >> 30);
-      g.placement_epoch = static_cast<uint32_t>(w0 & 0x3FFFFFFF);
-      *out = g;
+    uint64_t w[6];
+    if (!ReadLine(GroupLineHash(keyspace, group, 0), w)) return false;
+    const uint64_t w0 = w[0];
+    if ((w0 >> 63) == 0) return false;  // not a group's entry
+    SharedGroup g;
+    g.version_offset = w[1];
+    g.version = w[2];
+    const bool has_entry = (w0 >> 62) & 1;
+    g.value_flag = (w0 >> 61) & 1;
+    const bool multi = (w0 >> 60) & 1;
+    g.node = static_cast<uint32_t>((w0 >> 46) & 0x3FFF);
+    g.instance_hash = static_cast<uint16_t>(w0 >> 30);
+    g.placement_epoch = static_cast<uint32_t>(w0 & 0x3FFFFFFF);
+    if (!multi) {
+      if (has_entry) g.entries.push_back(SharedGroupEntry{w[3], w[4], w[5]});
+      *out = std::move(g);
       return true;
     }
-    return false;
+    const uint64_t count = w[3];
+    if (count < 2 || count > kMaxSharedGroupEntries) return false;
+    const uint64_t stamp = Stamp(w);
+    g.entries.reserve(count);
+    for (uint64_t line = 1; g.entries.size() < count && line <= count; line++) {
+      uint64_t l[6];
+      if (!ReadLine(GroupLineHash(keyspace, group, line), l) || l[0] != stamp) return false;
+      for (size_t i = 3; i < 6 && l[i] != kNoSuffix; i++) {
+        g.entries.push_back(SharedGroupEntry{l[i], l[1], l[2]});
+      }
+    }
+    if (g.entries.size() != count) return false;
+    *out = std::move(g);
+    return true;
   }
-
   void StoreGroup(KeyspaceId keyspace, std::string_view group, const SharedGroup& g) override {
-    if (g.node > 0x7FFF) return;
-    const uint64_t h = HashKey(keyspace ^ kGroupSalt, group);
-    const uint64_t w0 = (uint64_t{1} << 63) | (uint64_t{g.has_entry} << 62) |
-                        (uint64_t{g.value_flag} << 61) | (uint64_t{g.node} << 46) |
-                        (uint64_t{g.instance_hash} << 30) | (g.placement_epoch & 0x3FFFFFFF);
-    Write(h, [&](SharedEntry& e) {
-      e.node_length.store(w0, std::memory_order_relaxed);
-      e.instance.store(g.version_offset, std::memory_order_relaxed);
-      e.placement_epoch.store(g.version, std::memory_order_relaxed);
-      e.offset.store(g.suffix, std::memory_order_relaxed);
-      e.record_epoch.store(g.ts_time, std::memory_order_relaxed);
-      e.extra.store(g.ts_client, std::memory_order_relaxed);
-    });
+    if (g.node > 0x3FFF || g.entries.size() > kMaxSharedGroupEntries) return;
+    const bool multi = g.entries.size() > 1;
+    const uint64_t w0 = (uint64_t{1} << 63) | (uint64_t{!g.entries.empty()} << 62) |
+                        (uint64_t{g.value_flag} << 61) | (uint64_t{multi} << 60) |
+                        (uint64_t{g.node} << 46) | (uint64_t{g.instance_hash} << 30) |
+                        (g.placement_epoch & 0x3FFFFFFF);
+    uint64_t first[6] = {w0, g.version_offset, g.version, 0, 0, 0};
+    if (!multi) {
+      if (!g.entries.empty()) {
+        first[3] = g.entries[0].suffix;
+        first[4] = g.entries[0].ts_time;
+        first[5] = g.entries[0].ts_client;
+      }
+      WriteLine(GroupLineHash(keyspace, group, 0), first);
+      return;
+    }
+    first[3] = g.entries.size();
+    const uint64_t stamp = Stamp(first);
+    // The entries' lines first, then the line that makes them reachable.
+    uint64_t line = 1;
+    for (size_t i = 0; i < g.entries.size(); line++) {
+      uint64_t l[6] = {stamp,    g.entries[i].ts_time, g.entries[i].ts_client, kNoSuffix, kNoSuffix,
+                       kNoSuffix};
+      for (size_t k = 3; k < 6 && i < g.entries.size(); k++, i++) {
+        const SharedGroupEntry& e = g.entries[i];
+        if (e.suffix == kNoSuffix) return;
+        if (e.ts_time != l[1] || e.ts_client != l[2]) break;
+        l[k] = e.suffix;
+      }
+      WriteLine(GroupLineHash(keyspace, group, line), l);
+    }
+    WriteLine(GroupLineHash(keyspace, group, 0), first);
   }
-
   void Count(uint64_t lookups, uint64_t found, uint64_t hits, uint64_t fallbacks) override {
     if (lookups != 0) header_->lookups.fetch_add(lookups, std::memory_order_relaxed);
     if (found != 0) header_->found.fetch_add(found, std::memory_order_relaxed);
@@ -300,6 +328,51 @@ class SharedAddressCache final : public AddressCache {
 
  private:
   static constexpr KeyspaceId kGroupSalt = 0x6772707300000000ull;  // "grps"
+  static constexpr uint64_t kNoSuffix = ~uint64_t{0};
+  static uint64_t GroupLineHash(KeyspaceId keyspace, std::string_view group, uint64_t line) {
+    return HashKey(keyspace ^ kGroupSalt ^ (line * 0x9e3779b97f4a7c15ull), group);
+  }
+  // What a larger group's lines carry of its first line: all of its words, mixed.
+  static uint64_t Stamp(const uint64_t w[6]) {
+    uint64_t h = 0x73746d70ull;  // "stmp"
+    for (int i = 0; i < 6; i++) {
+      h ^= w[i];
+      h *= 0xbf58476d1ce4e5b9ull;
+      h ^= h >> 29;
+    }
+    return h;
+  }
+  // The six data words of the line with this hash's tag, if it is there and no writer
+  // changed it while it was read.
+  bool ReadLine(uint64_t h, uint64_t out[6]) const {
+    const uint64_t tag = h | 1;
+    SharedEntry* set = SetOf(h);
+    for (size_t w = 0; w < kWays; w++) {
+      SharedEntry& e = set[w];
+      const uint64_t s1 = e.seq.load(std::memory_order_acquire);
+      if ((s1 & 1) != 0 || e.tag.load(std::memory_order_relaxed) != tag) continue;
+      out[0] = e.node_length.load(std::memory_order_relaxed);
+      out[1] = e.instance.load(std::memory_order_relaxed);
+      out[2] = e.placement_epoch.load(std::memory_order_relaxed);
+      out[3] = e.offset.load(std::memory_order_relaxed);
+      out[4] = e.record_epoch.load(std::memory_order_relaxed);
+      out[5] = e.extra.load(std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (e.seq.load(std::memory_order_relaxed) != s1) continue;  // changed under us
+      return true;
+    }
+    return false;
+  }
+  void WriteLine(uint64_t h, const uint64_t w[6]) {
+    Write(h, [&](SharedEntry& e) {
+      e.node_length.store(w[0], std::memory_order_relaxed);
+      e.instance.store(w[1], std::memory_order_relaxed);
+      e.placement_epoch.store(w[2], std::memory_order_relaxed);
+      e.offset.store(w[3], std::memory_order_relaxed);
+      e.record_epoch.store(w[4], std::memory_order_relaxed);
+      e.extra.store(w[5], std::memory_order_relaxed);
+    });
+  }
   SharedEntry* SetOf(uint64_t h) const { return entries_ + (h & (header_->sets - 1)) * kWays; }
 
   // Places an entry: the key's own, else an empty one, else a victim chosen by the number of
