@@ -356,6 +356,7 @@ bool GetTuple(IndexScanDesc scan, ScanDirection direction) {
     }
     HashScan& state = StateOf(scan);
     if (!state.loaded) {
+      pgstat_count_index_scan(scan->indexRelation);  // idx_scan, as btree counts it
       Load(scan, state, /*first_only=*/true);
       state.tuple_scan = true;
     }
@@ -371,6 +372,7 @@ bool GetTuple(IndexScanDesc scan, ScanDirection direction) {
 int64 GetBitmap(IndexScanDesc scan, TIDBitmap* tbm) {
   return Boundary([&] {
     HashScan& state = StateOf(scan);
+    pgstat_count_index_scan(scan->indexRelation);
     Load(scan, state, /*first_only=*/false);
     const int n = static_cast<int>(state.rowids.size());
     if (n == 0) return int64{0};

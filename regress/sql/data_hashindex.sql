@@ -240,5 +240,23 @@ RESET enable_bitmapscan;
 DROP TABLE kept;
 DROP EXTENSION dblink;
 
+-- Index statistics (pg_stat_user_indexes): a ramp_hash scan counts as an index scan, as a
+-- btree's does, and the rows it hands out are counted.
+CREATE TABLE ist (k int, v text) USING ramp;
+CREATE INDEX ist_k ON ist USING ramp_hash (k);
+INSERT INTO ist SELECT g % 10, 'v' || g FROM generate_series(1, 100) g;
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+SELECT count(*) FROM ist WHERE k = 3;
+SELECT count(*) FROM ist WHERE k = 4;
+RESET enable_bitmapscan;
+SET enable_indexscan = off;
+SELECT count(*) FROM ist WHERE k = 5;
+RESET enable_indexscan;
+RESET enable_seqscan;
+SELECT pg_stat_force_next_flush();
+SELECT idx_scan, idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = 'ist_k';
+DROP TABLE ist;
+
 DROP TABLE orders, fresh;
 DROP EXTENSION pg_ramp;
