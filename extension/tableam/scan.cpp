@@ -413,7 +413,9 @@ namespace {
 bool NextStableRow(RampScanDesc* r, TupleTableSlot* slot) noexcept {
   if (r->state == nullptr || r->state->object == nullptr) return false;
   TableScan& s = *r->state->object;
-  if (s.keep_rows || s.pos >= s.rows->size()) return false;
+  // remote_done: the replay of a rescan cache leaves rows at the cache and pos at 0 when it
+  // ends; what follows (own inserts) is the full path's.
+  if (s.keep_rows || s.remote_done || s.pos >= s.rows->size()) return false;
   const RowView& row = (*s.rows)[s.pos];
   if (!row.stable) return false;
   const XactState* x = XactIfAny();

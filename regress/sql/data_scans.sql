@@ -470,6 +470,20 @@ UPDATE fp_heap SET g = -6 WHERE id = 5001;
 SELECT count(*), sum(g), sum(id), min(g), max(g) FROM fp_heap;
 ROLLBACK;
 SELECT count(*), sum(g), sum(id) FROM fp_ramp;
+-- A scan rescanned for every outer row (a correlated subquery) replays its cached rows from
+-- the third pass on; with an insert of the transaction overlaid after them, the rows of the
+-- table are handed out once per pass, not twice (the fast path once did not know the
+-- replay had ended).
+CREATE TABLE fp_outer (g int);
+INSERT INTO fp_outer SELECT generate_series(0, 6);
+BEGIN;
+INSERT INTO fp_ramp VALUES (5002, 3, 'own');
+INSERT INTO fp_heap VALUES (5002, 3, 'own');
+SELECT o.g, (SELECT count(*) FROM fp_ramp r WHERE r.g = o.g) AS ramp_rows,
+       (SELECT count(*) FROM fp_heap h WHERE h.g = o.g) AS heap_rows
+  FROM fp_outer o ORDER BY o.g;
+ROLLBACK;
+DROP TABLE fp_outer;
 RESET ramp.scan_method;
 RESET max_parallel_workers_per_gather;
 DROP TABLE fp_ramp, fp_heap;
