@@ -166,6 +166,10 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
   // of passing the end on to the new owner, and a writer granted there before the commit is
   // applied would read the row without it and fail with 40001.
   const uint64_t release_owner = release_intents && commit ? c.release_intents_with_commit : 0;
+  // Not carried when a server gets several messages (one per partition): another of them
+  // may be refused with MOVED while the one carrying the release is applied, which would
+  // let the old owner pass the release on ahead of the COMMIT re-sent to the new one.
+  const bool carry_release = release_owner != 0 && !per_partition;
   std::vector<uint32_t> released;  // servers whose COMMIT applied the release
   struct ReleaseTheRest {
     Client::Impl& c;
@@ -195,7 +199,7 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
       protocol::Decision d{ts, parts};
       // The last message to its node carries the release (after all of the node's commits).
       const bool last_to_node = m + 1 == messages.size() || messages[m + 1].first != node;
-      if (attempt == 0 && release_owner != 0 && last_to_node) d.release_intents_of = release_owner;
+      if (attempt == 0 && carry_release && last_to_node) d.release_intents_of = release_owner;
       body.clear();
       protocol::Encode(d, &body);
       uint64_t id = 0;
@@ -215,7 +219,7 @@ Status Decide(Client::Impl& c, Op op, const Timestamp& ts,
       PendingCall reply;
       Status st = c.TakeReply(ids[i], &reply);
       const bool carried =
-          attempt == 0 && release_owner != 0 &&
+          attempt == 0 && carry_release &&
           (sent_messages[i] + 1 == messages.size() || messages[sent_messages[i] + 1].first != node);
       if (st.ok() && carried) released.push_back(node);
       if (st.ok() && op == Op::kCommitAddresses) LearnAddresses(c, node, reply);
