@@ -681,6 +681,32 @@ TEST_P(PageFaultTest, DiskErrorsAreReportedNeverReturnedAsData) {
   EXPECT_EQ(faults, moved ? 1 : 0);
 }
 
+// A page that left its frame while the owner wrote it (injected once: moved-once) comes back
+// as an error of that page; a scan reads the partition again from its start and returns
+// every row once.
+TEST(PageFaultScanTest, AScanReadsAgainAPageThatLeftItsFrameWhileWritten) {
+  TestClusterOptions o;
+  o.nodes = 1;
+  o.page_files = true;
+  o.extra_args = {"--debug-page-fault=moved-once:1"};
+  std::unique_ptr<TestCluster> cluster;
+  Status st = TestCluster::Start(o, &cluster);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto c = OpenClient(*cluster, Provider::kShm);
+  const KeyspaceId ks = 0xFA18;
+  c->DefineKeyspace(ks, 1);
+  Load(c.get(), ks, 200, 300);
+  ASSERT_GT(PageCounts(c.get(), ks)[0].page_count, 3u);
+  ScanStats stats;
+  const auto rows = ScanAll(c.get(), ks, &stats);
+  ASSERT_EQ(rows.size(), 200u);
+  for (int j = 0; j < 200; j++) {
+    auto it = rows.find(TestKey(false, j));
+    ASSERT_NE(it, rows.end()) << "row " << j << " missing";
+    EXPECT_EQ(it->second.substr(0, 1 + std::to_string(j).size()), "v" + std::to_string(j));
+  }
+}
+
 std::vector<std::vector<std::string>> FaultCases() {
   return {{"--debug-page-fault=eio:1"},
           {"--debug-page-fault=short:2", "--no-io-uring"},

@@ -75,7 +75,8 @@ Serves pg_ramp partitions: RAMP-Fast transactions, one-sided reads, page I/O.
   --page-direct-io    read page files with O_DIRECT (bypass the page cache)
   --no-io-uring       read page files with pread instead of io_uring
   --debug-page-fault F  inject page read faults (tests): eio:<page> or short:<page> (disk
-                      reads), moved:<page> (a resident page's re-check after its write)
+                      reads), moved:<page> (a resident page's re-check after its write;
+                      moved-once:<page> only its first)
   --rebalance-interval-ms N  the hot-partition rebalancer looks at the partitions' loads
                       every N ms and moves the hottest off the most loaded server (0, the
                       default: off); every server runs it, the lowest-numbered one that

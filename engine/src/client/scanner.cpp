@@ -745,7 +745,10 @@ Status Scanner::State::FillRows(bool* done) {
     }
     bool end = false;
     Status st = reader->NextBatch(sink, &end);
-    if (st.Is(Status::Code::kMoved) && ++moves < kMaxMoves) {
+    // Aborted: a page the owner wrote from its memory frame left that frame (evicted or
+    // compacted) before the owner's re-check; read like a move: again from the start, the
+    // pages before were answers and their keys stay decided.
+    if ((st.Is(Status::Code::kMoved) || st.Is(Status::Code::kAborted)) && ++moves < kMaxMoves) {
       // The partition moved (its owner stopped serving it, or its epoch changed): open it
       // at the new owner (same snapshot) and read it again from the start. The rows of the
       // pages that came before are answers (copied while the owner served the partition)

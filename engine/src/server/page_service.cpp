@@ -97,11 +97,13 @@ Status PageService::Init() {
     const std::string& f = options_.debug_fault;
     const size_t colon = f.find(':');
     const std::string kind = f.substr(0, colon);
-    if (colon == std::string::npos || (kind != "eio" && kind != "short" && kind != "moved")) {
-      return Status::InvalidArgument("page fault injection '" + f +
-                                     "': expected eio:<page>, short:<page> or moved:<page>");
+    if (colon == std::string::npos ||
+        (kind != "eio" && kind != "short" && kind != "moved" && kind != "moved-once")) {
+      return Status::InvalidArgument(
+          "page fault injection '" + f +
+          "': expected eio:<page>, short:<page>, moved:<page> or moved-once:<page>");
     }
-    fault_kind_ = kind == "eio" ? 1 : kind == "short" ? 2 : 3;
+    fault_kind_ = kind == "eio" ? 1 : kind == "short" ? 2 : kind == "moved" ? 3 : 4;
     fault_page_ = static_cast<uint32_t>(std::stoul(f.substr(colon + 1)));
     RAMP_WARN("page I/O: injecting %s into disk reads of page %u (debug)", kind.c_str(),
               fault_page_);
@@ -271,11 +273,14 @@ bool PageService::ServeResident(Job& job) {
   const uint64_t clock = job.clock;
   // Runs on the worker, which uses the store as long as it runs (the service may be gone).
   store::Store* const store = store_;
-  const bool inject = fault_kind_ == 3;
+  // moved-once: only the first re-check of the page fails (a reader that reads it again
+  // gets it).
+  const bool inject = fault_kind_ == 3 || (fault_kind_ == 4 && !fault_fired_->load());
   const uint32_t inject_page = fault_page_;
+  const std::shared_ptr<std::atomic<bool>> fired = fault_kind_ == 4 ? fault_fired_ : nullptr;
   const auto located = std::chrono::steady_clock::now();
   const auto safe = std::chrono::milliseconds(options_.frame_grace_ms / 2);
-  out->recheck = [store, inject, inject_page, request, clock, located, safe,
+  out->recheck = [store, inject, inject_page, fired, request, clock, located, safe,
                   reply = std::move(reply),
                   frames = std::move(frames)](std::string* encoded) mutable {
     // Within the grace every frame still holds its page's bytes: a page retired since was
@@ -287,8 +292,10 @@ bool PageService::ServeResident(Job& job) {
       if (!reply.results[f.item].status.ok()) continue;
       const uint32_t page_no = it.page.page_no + f.page;
       store::Store::PageLocation loc;
-      const bool same = store->LocatePage(it.page.part, page_no, &loc).ok() &&
-                        loc.frame == f.frame && !(inject && page_no == inject_page);
+      const bool injected =
+          inject && page_no == inject_page && (fired == nullptr || !fired->exchange(true));
+      const bool same =
+          store->LocatePage(it.page.part, page_no, &loc).ok() && loc.frame == f.frame && !injected;
       if (same) continue;
       reply.results[f.item].status = Status::Aborted(
           "page " + std::to_string(page_no) + " of partition " + it.page.part.ToString() +

@@ -53,7 +53,7 @@ struct PageServiceOptions {
   // Debug fault injection into disk reads (tests): "eio:<page>" fails the read of that page
   // number with EIO, "short:<page>" makes it return half the bytes; "moved:<page>" makes the
   // re-check of that page after it was written from its frame fail (ServeResident), as when
-  // it left the frame meanwhile. Empty: none.
+  // it left the frame meanwhile ("moved-once:<page>": only its first re-check). Empty: none.
   std::string debug_fault;
 };
 
@@ -127,7 +127,9 @@ class PageService {
   std::vector<std::thread> threads_;
   std::atomic<int> per_request_running_{0};
   std::atomic<bool> uring_refused_logged_{false};
-  int fault_kind_ = 0;  // 1 = eio, 2 = short (disk reads), 3 = moved (ServeResident's re-check)
+  // 1 = eio, 2 = short (disk reads), 3 = moved, 4 = moved once (ServeResident's re-check)
+  int fault_kind_ = 0;
+  std::shared_ptr<std::atomic<bool>> fault_fired_ = std::make_shared<std::atomic<bool>>(false);
   uint32_t fault_page_ = 0;
 };
 
