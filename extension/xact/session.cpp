@@ -222,18 +222,13 @@ Session::KeyspaceSize Session::SizeOf(ramp::KeyspaceId ks, std::chrono::millisec
       size.keys += p.keys;
       size.bytes += p.bytes;
     }
-    // Own commits since the last refresh: at least what the cache counted for them (which
-    // includes them), or, with no cache before, the rows committed (AddOwnRows).
-    const bool had_cache = sizes_at_ != std::chrono::steady_clock::time_point{};
+    // Own commits since the last refresh: at least the rows they committed (a load planned
+    // right after it). Not the old cached figure, which would keep a table at its size
+    // while others delete from it as long as this backend commits to it.
     for (const auto& [id, own] : own_since_refresh_) {
-      KeyspaceSize floor = own;
-      if (had_cache) {
-        auto old = sizes_.find(id);
-        floor = old == sizes_.end() ? own : old->second;
-      }
       KeyspaceSize& size = fresh[id];
-      size.keys = std::max(size.keys, floor.keys);
-      size.bytes = std::max(size.bytes, floor.bytes);
+      size.keys = std::max(size.keys, own.keys);
+      size.bytes = std::max(size.bytes, own.bytes);
     }
     own_since_refresh_.clear();
     sizes_ = std::move(fresh);
