@@ -170,27 +170,9 @@ bool TryStoreScannedRow(TupleTableSlot* slot, Relation rel, uint64_t rowid,
 }
 
 void StoreScannedRow(TupleTableSlot* slot, Relation rel, uint64_t rowid, std::string_view encoded) {
-  const char* bytes = encoded.data() + 1;
-  if ((slot->tts_ops != &TTSOpsMinimalTuple && !IsRowSlot(slot)) ||
-      reinterpret_cast<uintptr_t>(bytes) % MAXIMUM_ALIGNOF != 0) {
-    StoreRow(slot, rel, rowid, encoded);
-    return;
-  }
-  if (encoded.empty() || encoded[0] != kFormatMinimalTuple ||
-      !PlausibleTuple(bytes, encoded.size() - 1, RelationGetDescr(rel))) {
-    StoreRow(slot, rel, rowid, encoded);  // reports the row
-    return;
-  }
-  // Cannot fail: the slot is a minimal-tuple slot (ExecStoreMinimalTuple's only error), and
-  // clearing it frees only what it owns.
-  MinimalTuple tuple = reinterpret_cast<MinimalTuple>(const_cast<char*>(bytes));
-  if (IsRowSlot(slot)) {
-    StoreMinimalTupleInRowSlot(slot, tuple, false);
-  } else {
-    ExecStoreMinimalTuple(tuple, slot, false);
-  }
-  slot->tts_tableOid = RelationGetRelid(rel);
-  SetTid(&slot->tts_tid, rowid);
+  // Another slot kind, a value not aligned in place, or a row that is not plausible: the
+  // general path (which reports a bad row).
+  if (!TryStoreScannedRow(slot, rel, rowid, encoded)) StoreRow(slot, rel, rowid, encoded);
 }
 
 bool RowAttribute(Relation rel, std::string_view encoded, AttrNumber attnum, Datum* value) {
