@@ -21,7 +21,7 @@ int write_ahead_rows = 16384;
 int scan_method = 0;
 bool rescan_cache = true;
 bool heap_parallel_workers = true;
-double row_fetch_cost = 2.5;
+double row_fetch_cost = 1.5;
 double scan_row_cost = 0.03;
 bool row_locks = true;
 int address_cache_entries = -1;
@@ -123,7 +123,7 @@ void Define() {
       "The planner's cost of fetching one row of a ramp table through an index.",
       "Added per row to the cost of index scans of ramp tables (not ramp_hash's, whose "
       "estimate counts its reads), in units of seq_page_cost.",
-      &row_fetch_cost, 2.5, 0, 1e6, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+      &row_fetch_cost, 1.5, 0, 1e6, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   DefineCustomRealVariable(
       "ramp.scan_row_cost",
       "The planner's cost of each row a sequential scan of a ramp table reads.",
